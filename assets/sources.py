@@ -1,0 +1,49 @@
+"""Observable source assets: one per PhysioNet file (the three semantics files as one).
+
+Their data version is the file's content hash, so changing one file makes only its downstream stale.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets.automation import OBSERVE_SOURCES
+from ehrxqa_pipeline import names
+from ehrxqa_pipeline.hashing import HashCache, combine
+from ehrxqa_pipeline.sources.errors import SourceError
+from ehrxqa_pipeline.sources.readers import resolve
+from ehrxqa_pipeline.sources.schema import SEMANTICS_FILES, TABLES
+
+SOURCE_KEYS = {name: dg.AssetKey([names.SOURCES, name]) for name in (*TABLES, names.SEMANTICS)}
+
+
+def _spec(name: str) -> dg.AssetSpec:
+    if name == names.SEMANTICS:
+        desc = "Chest ImaGenome semantics files (objects, attribute relations, label_to_UMLS_mapping.json)."
+    else:
+        t = TABLES[name]
+        desc = f"{t.description.capitalize()}. Source file: SOURCE_ROOT/{t.path}[.gz]."
+    return dg.AssetSpec(SOURCE_KEYS[name], group_name=names.SOURCES, description=desc,
+                        automation_condition=OBSERVE_SOURCES, kinds={"csv"})
+
+
+@dg.multi_observable_source_asset(specs=[_spec(n) for n in SOURCE_KEYS], can_subset=True,
+                                  name="observe_sources", required_resource_keys={"pipeline_config"})
+def observe_sources(context: dg.AssetExecutionContext):
+    """Hash each selected source file (cached by size and mtime) and report it as the data version."""
+    settings = context.resources.pipeline_config.settings()
+    hashes = HashCache(settings.cache_dir / "source_hashes.json")
+    root = settings.source_dir
+    for key in context.selected_asset_keys:
+        name = key.path[-1]
+        try:
+            paths = [root / p for p in SEMANTICS_FILES] if name == names.SEMANTICS else [resolve(root, name)]
+            missing = [p for p in paths if not p.exists()]
+            if missing:
+                raise SourceError(file=str(missing[0].relative_to(root)), problem="file is missing",
+                                  fix="download it from PhysioNet into the same relative path")
+        except SourceError as e:
+            raise dg.Failure(description=str(e)) from None
+        digest = combine(*(hashes.digest(p) for p in paths))
+        yield dg.ObserveResult(asset_key=key, data_version=dg.DataVersion(digest), metadata={
+            "path": dg.MetadataValue.path(str(paths[0])), "bytes": sum(p.stat().st_size for p in paths)})

@@ -1,0 +1,141 @@
+"""The ``ehrxqa`` command: generate or validate a source, build the datasets, open the UI."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from ehrxqa_pipeline.config import HOME_ENV, SEED_ENV, SOURCE_ENV, Settings
+
+DAGSTER_YAML = """\
+# Written by `ehrxqa`; the instance of this EHRXQA_HOME.
+telemetry:
+  enabled: false
+concurrency:
+  pools:
+    default_limit: 1   # duckdb (single writer), gpu, llm: one step at a time across runs
+"""
+
+
+def _settings(args) -> Settings:
+    return Settings.resolve(getattr(args, "home", None), getattr(args, "source_root", None))
+
+
+def prepare_instance(settings: Settings) -> None:
+    """Point Dagster at EHRXQA_HOME/dagster (a persistent instance) and export the settings to steps."""
+    settings.dagster_home.mkdir(parents=True, exist_ok=True)
+    cfg = settings.dagster_home / "dagster.yaml"
+    if not cfg.exists():
+        cfg.write_text(DAGSTER_YAML)
+    os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
+    os.environ[HOME_ENV] = str(settings.home)
+    os.environ[SEED_ENV] = str(settings.seed)
+    if settings.source_root is not None:
+        os.environ[SOURCE_ENV] = str(settings.source_root)
+
+
+def ensure_source(settings: Settings, log=print) -> None:
+    """With no EHRXQA_SOURCE_ROOT, generate the synthetic source once under EHRXQA_HOME/source."""
+    from ehrxqa_pipeline.sources.schema import DEMO_MANIFEST
+
+    if not settings.synthetic:
+        if not settings.source_dir.is_dir():
+            raise SystemExit(f"EHRXQA_SOURCE_ROOT={settings.source_dir} does not exist. Point it at the "
+                             "folder that holds mimiciv/, mimic-cxr-jpg/ and chest-imagenome/.")
+        return
+    if (settings.source_dir / DEMO_MANIFEST).exists():
+        return
+    from ehrxqa_pipeline.demo.generate import generate_source
+
+    log(f"No EHRXQA_SOURCE_ROOT set: generating the synthetic source in {settings.source_dir}")
+    generate_source(settings.source_dir, seed=settings.seed, force=True, log=lambda m: log("  " + m))
+
+
+def cmd_demo_source(args) -> int:
+    from ehrxqa_pipeline.demo.generate import generate_source
+
+    start = time.perf_counter()
+    try:
+        manifest = generate_source(Path(args.out), seed=args.seed, scale=args.scale, patients=args.patients,
+                                   images=False if args.no_images else None, force=args.force)
+    except FileExistsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.out} ({sum(manifest['rows'].values())} rows, {manifest['images_written']} images) "
+          f"in {time.perf_counter() - start:.1f}s")
+    return 0
+
+
+def cmd_validate_source(args) -> int:
+    from ehrxqa_pipeline.sources.validate import validate_source
+
+    report = validate_source(Path(args.root))
+    print(report.format())
+    return 0 if report.ok else 1
+
+
+def cmd_build(args) -> int:
+    from ehrxqa_pipeline.cli.build import build, format_summary
+
+    settings = _settings(args)
+    prepare_instance(settings)
+    ensure_source(settings)
+    summary = build(settings, select=args.select)
+    print(format_summary(summary, settings))
+    return 0 if summary.success else 1
+
+
+def cmd_dev(args) -> int:
+    settings = _settings(args)
+    prepare_instance(settings)
+    ensure_source(settings)
+    exe = Path(sys.executable).with_name("dagster")
+    argv = [str(exe), "dev", "-w", "workspace.yaml", "--host", args.host, "--port", str(args.port)]
+    print(f"Dagster UI on http://{args.host}:{args.port} (instance {settings.dagster_home})")
+    os.execv(argv[0], argv)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ehrxqa", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo-source", help="write the synthetic source in the PhysioNet layout")
+    d.add_argument("out")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--scale", choices=["demo", "full"], default="demo")
+    d.add_argument("--patients", type=int, default=None, help="override the number of CXR patients")
+    d.add_argument("--no-images", action="store_true", help="skip the phantom JPEGs")
+    d.add_argument("--force", action="store_true", help="replace a non-empty OUT")
+    d.set_defaults(func=cmd_demo_source)
+
+    v = sub.add_parser("validate-source", help="check a PhysioNet root: files, columns, types, ids")
+    v.add_argument("root")
+    v.set_defaults(func=cmd_validate_source)
+
+    b = sub.add_parser("build", help="materialize assets into the instance under EHRXQA_HOME")
+    b.add_argument("--select", default=None, help="Dagster asset selection, e.g. 'group:ingest' or "
+                   "'key:ingest/patients+'")
+    b.set_defaults(func=cmd_build)
+
+    u = sub.add_parser("dev", help="open the Dagster UI on the persistent instance")
+    u.add_argument("--host", default="127.0.0.1")
+    u.add_argument("--port", type=int, default=3000)
+    u.set_defaults(func=cmd_dev)
+
+    for sp in (b, u):
+        sp.add_argument("--home", default=None, help=f"overrides ${HOME_ENV} (default ./data)")
+        sp.add_argument("--source-root", default=None, help=f"overrides ${SOURCE_ENV}")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

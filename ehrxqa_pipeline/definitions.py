@@ -1,0 +1,35 @@
+"""The one Definitions object of the code location: it only assembles."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets.contract_checks import CONTRACT_CHECKS
+from assets.ingest import INGEST_ASSETS
+from assets.sources import observe_sources
+from resources import default_resources
+
+# Within one run, steps that write the DuckDB warehouse go one at a time (DuckDB has a single writer).
+EXECUTOR = dg.multiprocess_executor.configured({
+    "max_concurrent": 2,
+    "tag_concurrency_limits": [{"key": "ehrxqa/warehouse", "value": "write", "limit": 1}],
+})
+
+weekly_rebuild = dg.ScheduleDefinition(
+    name="weekly_rebuild", target=dg.AssetSelection.all(), cron_schedule="0 3 * * 1",
+    execution_timezone="UTC", default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Rebuild every asset from the current sources each Monday 03:00 UTC.")
+
+automation_sensor = dg.AutomationConditionSensorDefinition(
+    "ehrxqa_automation", target=dg.AssetSelection.all(include_sources=True),
+    default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=60,
+    description="Observes the sources every 15 minutes and re-materializes only what a change touched.")
+
+defs = dg.Definitions(
+    assets=[observe_sources, *INGEST_ASSETS],
+    asset_checks=CONTRACT_CHECKS,
+    schedules=[weekly_rebuild],
+    sensors=[automation_sensor],
+    resources=default_resources(),
+    executor=EXECUTOR,
+)

@@ -1,0 +1,91 @@
+"""Write a synthetic PhysioNet source: MIMIC-IV 2.2, MIMIC-CXR-JPG 2.0.0 and Chest ImaGenome 1.0.0 layouts.
+
+Same seed and scale give byte-identical files. The manifest at the root records the generator version,
+the scale, the row counts and every planted defect with its exact count; the pipeline never reads it,
+tests compare the pipeline's funnels against it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from ehrxqa_pipeline.demo.cohort import make_cohort
+from ehrxqa_pipeline.demo.cxr_metadata import make_cxr_metadata
+from ehrxqa_pipeline.demo.ehr import make_ehr
+from ehrxqa_pipeline.demo.imagenome import make_imagenome
+from ehrxqa_pipeline.demo.io import write_json, write_table
+from ehrxqa_pipeline.demo.ontology import semantics_files
+from ehrxqa_pipeline.demo.scale import SCALES, Scale
+from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, CXR_METADATA, DEMO_MANIFEST, TABLES
+
+GENERATOR_VERSION = "1"
+
+
+def resolve_scale(scale: str | Scale = "demo", patients: int | None = None,
+                  images: bool | None = None) -> Scale:
+    sc = SCALES[scale] if isinstance(scale, str) else scale
+    if patients is not None:
+        sc = sc.with_patients(patients)
+    if images is not None:
+        sc = replace(sc, images=images)
+    return sc
+
+
+def generate_source(out: Path, seed: int = 0, scale: str | Scale = "demo", patients: int | None = None,
+                    images: bool | None = None, compress: bool | None = None, workers: int = 2,
+                    force: bool = False, log=print) -> dict:
+    """Generate into ``out`` (written to a sibling temp folder, then moved into place)."""
+    sc = resolve_scale(scale, patients, images)
+    compress = sc.name == "demo" if compress is None else compress  # full scale: plain .csv is faster
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not force:
+        raise FileExistsError(f"{out} is not empty; pass --force to replace it")
+    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+
+    log(f"cohort: {sc.cxr_patients} CXR patients, {sc.ehr_only_patients} EHR-only, {sc.gold_patients} gold")
+    cohort = make_cohort(seed, sc)
+    metadata, planted_cxr = make_cxr_metadata(seed, sc, cohort)
+    log(f"MIMIC-CXR metadata: {metadata.height} images")
+    ehr, planted_ehr = make_ehr(seed, sc, cohort.patients, cohort.studies)
+    log("MIMIC-IV: " + ", ".join(f"{k} {v.height}" for k, v in ehr.items()))
+    imagenome = make_imagenome(seed, sc, cohort, metadata)
+    log("Chest ImaGenome: " + ", ".join(f"{k} {v.height}" for k, v in imagenome.tables.items()))
+
+    counts = {}
+    for name, df in ehr.items():
+        write_table(df, tmp, TABLES[name], compress)
+        counts[name] = df.height
+    write_table(metadata, tmp, CXR_METADATA, compress)
+    counts[CXR_METADATA.name] = metadata.height
+    for name, df in imagenome.tables.items():
+        write_table(df, tmp, TABLES[name], compress=False)  # Chest ImaGenome ships plain text files
+        counts[name] = df.height
+    for rel, data in semantics_files().items():
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / rel).write_bytes(data)
+
+    written = 0
+    if sc.images:
+        from ehrxqa_pipeline.demo.phantom import write_phantoms
+
+        images = metadata.select("subject_id", "study_id", "dicom_id", "Rows", "Columns", "ViewPosition")
+        written = write_phantoms(tmp / CXR_FILES_DIR, images, imagenome.truth_boxes,
+                                 imagenome.truth_findings, seed=seed, workers=workers)
+        log(f"phantom radiographs: {written} JPEGs")
+
+    manifest = {
+        "generator": "ehrxqa_pipeline.demo", "generator_version": GENERATOR_VERSION, "seed": seed,
+        "scale": asdict(sc), "compressed": compress, "rows": counts, "images_written": written,
+        "planted": {"cxr": planted_cxr, "ehr": planted_ehr, "imagenome": imagenome.planted},
+    }
+    write_json(manifest, tmp / DEMO_MANIFEST)
+    if out.exists():
+        shutil.rmtree(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, out)
+    return manifest

@@ -1,0 +1,113 @@
+"""Contract checks over ingested DuckDB tables: types, keys, quarantine share, foreign keys, GX suite.
+
+Each function returns a ``CheckOutcome`` (passed + metadata) so the Dagster layer only translates it.
+Great Expectations sees pandas (its only dataframe backend) at this boundary; tables larger than
+``gx_sample_rows`` are validated on a deterministic sample, and the whole-table rules (keys, foreign keys)
+run in DuckDB SQL instead.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import duckdb
+
+from ehrxqa_pipeline.contracts import DUCKDB_TYPES, Contract, gx_expectations
+from ehrxqa_pipeline.ingest import quote
+from ehrxqa_pipeline.names import rejected
+
+
+@dataclass
+class CheckOutcome:
+    passed: bool
+    metadata: dict = field(default_factory=dict)
+    description: str = ""
+
+
+def _count(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> int:
+    return con.execute(sql, params or []).fetchone()[0]
+
+
+def _columns(con, schema: str, table: str) -> dict[str, str]:
+    return dict(con.execute("SELECT column_name, data_type FROM information_schema.columns "
+                            "WHERE table_schema = ? AND table_name = ?", [schema, table]).fetchall())
+
+
+def check_types_and_keys(con, contract: Contract) -> CheckOutcome:
+    schema, table = contract.group, contract.table
+    actual = _columns(con, schema, table)
+    problems = [f"{c.name}: expected {DUCKDB_TYPES[c.type]}, found {actual.get(c.name, 'missing')}"
+                for c in contract.columns if actual.get(c.name) != DUCKDB_TYPES[c.type]]
+    duplicates = 0
+    if contract.primary_key:
+        key = ", ".join(quote(k) for k in contract.primary_key)
+        duplicates = _count(con, f"SELECT count(*) - count(DISTINCT ({key})) FROM {schema}.{quote(table)}")
+        if duplicates:
+            problems.append(f"{duplicates} duplicate values of key ({key})")
+    return CheckOutcome(not problems, {"problems": problems, "duplicate_keys": duplicates},
+                        "; ".join(problems) or "types and keys as contracted")
+
+
+def check_quarantine(con, contract: Contract) -> CheckOutcome:
+    schema, table = contract.group, contract.table
+    kept = _count(con, f"SELECT count(*) FROM {schema}.{quote(table)}")
+    refused = _count(con, f"SELECT count(*) FROM {schema}.{quote(rejected(table))}")
+    share = refused / (kept + refused) if kept + refused else 0.0
+    passed = share <= contract.max_rejected_fraction
+    return CheckOutcome(passed, {"rejected_rows": refused, "rejected_fraction": round(share, 6),
+                                 "max_rejected_fraction": contract.max_rejected_fraction},
+                        f"{refused} of {kept + refused} rows quarantined ({share:.4%}); limit "
+                        f"{contract.max_rejected_fraction:.2%}: {contract.why_max_rejected}")
+
+
+def check_foreign_keys(con, contract: Contract) -> CheckOutcome:
+    """Orphans are child keys the parent SOURCE lacks (kept or quarantined); rows pointing at quarantined
+    parents are reported separately, since the quarantine already accounts for them."""
+    schema, table = contract.group, contract.table
+    metadata, failures = {}, []
+    for fk in contract.foreign_keys:
+        on = " AND ".join(f"c.{quote(a)} = p.{quote(b)}" for a, b in zip(fk.columns, fk.ref_columns))
+        not_null = " AND ".join(f"c.{quote(c)} IS NOT NULL" for c in fk.columns)
+        parent, parent_rej = f"{schema}.{quote(fk.references)}", f"{schema}.{quote(rejected(fk.references))}"
+        total = _count(con, f"SELECT count(*) FROM {schema}.{quote(table)} c WHERE {not_null}")
+        orphans = _count(con, f"""
+            SELECT count(*) FROM {schema}.{quote(table)} c WHERE {not_null}
+              AND NOT EXISTS (SELECT 1 FROM {parent} p WHERE {on})
+              AND NOT EXISTS (SELECT 1 FROM {parent_rej} p WHERE {on})""")
+        quarantined_parent = _count(con, f"""
+            SELECT count(*) FROM {schema}.{quote(table)} c WHERE {not_null}
+              AND NOT EXISTS (SELECT 1 FROM {parent} p WHERE {on})""") - orphans
+        name = f"{'_'.join(fk.columns)}->{fk.references}"
+        share = orphans / total if total else 0.0
+        metadata[name] = {"orphans": orphans, "orphan_fraction": round(share, 6),
+                          "rows_with_quarantined_parent": quarantined_parent}
+        if share > fk.max_orphan_fraction:
+            failures.append(f"{name}: {orphans} of {total} rows ({share:.2%}) point at no parent ({fk.why})")
+    return CheckOutcome(not failures, metadata, "; ".join(failures) or "every reference resolves")
+
+
+def check_gx(con, contract: Contract, sample_rows: int = 100_000) -> CheckOutcome:
+    """Run the contract's Great Expectations suite on the table (or a deterministic sample of it)."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")  # privacy: no usage analytics leave the machine
+    import great_expectations as gx
+
+    schema, table = contract.group, contract.table
+    rows = _count(con, f"SELECT count(*) FROM {schema}.{quote(table)}")
+    sample = "" if rows <= sample_rows else f" USING SAMPLE reservoir({sample_rows} ROWS) REPEATABLE (7)"
+    pdf = con.execute(f"SELECT * FROM {schema}.{quote(table)}{sample}").df()
+    ctx = gx.get_context(mode="ephemeral")
+    batch = (ctx.data_sources.add_pandas(f"{schema}_{table}").add_dataframe_asset(table)
+             .add_batch_definition_whole_dataframe("whole"))
+    suite = ctx.suites.add(gx.ExpectationSuite(name=f"{schema}.{table}",
+                                               expectations=gx_expectations(contract, list(pdf.columns))))
+    vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=f"{schema}.{table}", data=batch,
+                                                                suite=suite))
+    result = vd.run(batch_parameters={"dataframe": pdf})
+    failed = [f"{r.expectation_config.type}({r.expectation_config.kwargs.get('column', '')})"
+              for r in result.results if not r.success]
+    return CheckOutcome(bool(result.success), {
+        "failed_expectations": failed, "expectations": len(result.results),
+        "validated_rows": len(pdf), "table_rows": rows,
+        "success_percent": float(result.statistics.get("success_percent") or 0.0)},
+        "; ".join(failed) or f"{len(result.results)} expectations met")

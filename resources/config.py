@@ -1,0 +1,18 @@
+"""The pipeline configuration resource: EHRXQA_HOME, EHRXQA_SOURCE_ROOT and the seed."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from ehrxqa_pipeline.config import Settings
+
+
+class PipelineConfig(dg.ConfigurableResource):
+    """Explicit values win; unset fields fall back to the environment when a step runs (not at import)."""
+
+    home: str | None = None
+    source_root: str | None = None
+    seed: int | None = None
+
+    def settings(self) -> Settings:
+        return Settings.resolve(self.home, self.source_root, self.seed)
