@@ -5,7 +5,6 @@ content), when their own code version changed, or when they are missing, and nev
 check (an upstream contract break stops the cascade across runs, not only within one run).
 """
 
-from __future__ import annotations
 
 import dagster as dg
 

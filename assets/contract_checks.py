@@ -5,7 +5,6 @@
 - foreign_keys: every reference resolves to a row of the parent source (tables that declare any).
 """
 
-from __future__ import annotations
 
 import dagster as dg
 

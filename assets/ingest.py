@@ -3,7 +3,6 @@
 One asset per data contract in data_contracts/ingest.*.yaml; the contract states the grain and the rules.
 """
 
-from __future__ import annotations
 
 import dagster as dg
 

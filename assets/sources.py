@@ -3,7 +3,6 @@
 Their data version is the file's content hash, so changing one file makes only its downstream stale.
 """
 
-from __future__ import annotations
 
 import dagster as dg
 

@@ -1,6 +1,5 @@
 """The pipeline configuration resource: EHRXQA_HOME, EHRXQA_SOURCE_ROOT and the seed."""
 
-from __future__ import annotations
 
 import dagster as dg
 

@@ -1,6 +1,5 @@
 """The DuckDB warehouse under EHRXQA_HOME (one file; asset key [group, name] = table group.name)."""
 
-from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager

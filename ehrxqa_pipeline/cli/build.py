@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -29,19 +30,24 @@ def _selection(defs: dg.Definitions, select: str | None) -> tuple[list[dg.AssetK
     return sorted(k for k in keys if k not in sources), sorted(sources)
 
 
-def build(settings: Settings, select: str | None = None) -> BuildSummary:
-    from ehrxqa_pipeline.definitions import defs
-
+def build(settings: Settings, select: str | None = None, instance: dg.DagsterInstance | None = None,
+          defs: dg.Definitions | None = None) -> BuildSummary:
+    """Run on ``instance`` (default: the one under DAGSTER_HOME, see ``prepare_instance``)."""
+    if defs is None:
+        from ehrxqa_pipeline.definitions import defs
     start = time.perf_counter()
     targets, sources = _selection(defs, select)
     job = defs.resolve_implicit_global_asset_job_def()
-    with dg.DagsterInstance.get() as instance:
+    quiet = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}  # step events, not engine chatter
+    with (nullcontext(instance) if instance is not None else dg.DagsterInstance.get()) as instance:
         # Observing records each source file's content hash, so later changes are detected.
-        observed = job.execute_in_process(instance=instance, asset_selection=sources, raise_on_error=False)
+        observed = job.execute_in_process(instance=instance, asset_selection=sources, raise_on_error=False,
+                                          run_config=quiet)
         failures = [e.message for e in observed.all_events if e.is_step_failure]
         result = None
         if observed.success and targets:
-            result = job.execute_in_process(instance=instance, asset_selection=targets, raise_on_error=False)
+            result = job.execute_in_process(instance=instance, asset_selection=targets, raise_on_error=False,
+                                            run_config=quiet)
             failures += [f"{e.step_key}: {e.event_specific_data.error.message.strip()}"
                          for e in result.all_events if e.is_step_failure]
     summary = BuildSummary(success=observed.success and (result is None or result.success),

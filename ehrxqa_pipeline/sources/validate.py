@@ -1,0 +1,419 @@
+"""Source validation: is SOURCE_ROOT a complete, intact PhysioNet download the pipeline can build from?
+
+``validate_source`` checks, in order: the layout (root, dataset folders, every file of ``schema.TABLES``
+and the semantics files), gzip integrity, required columns, the type of every required value (over the
+whole file), key uniqueness, cross-source id consistency (CXR vs MIMIC-IV, Chest ImaGenome vs CXR
+metadata, gold vs silver) and the image tree. Errors block a build; warnings describe what ingestion will
+quarantine or what downstream steps will miss.
+
+Memory stays bounded at full scale: each table is read once as a polars stream; type failures are counted
+per batch, key columns are streamed into DuckDB (which spills its aggregate to disk past
+``DUCKDB_MEMORY_LIMIT``); only per-image id sets (a few hundred thousand values) are held in memory.
+Messages hold counts and file/column names, never record values, except the first unparseable raw value
+of a column, which the user needs to find the damage.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from . import readers
+from .errors import SourceError
+from .images import image_relpath_expr, list_images
+from .readers import POLARS_TYPES, ROW, TYPE_DESCRIPTIONS, parse_expr, parse_failed
+from .schema import CXR_FILES_DIR, IMAGENOME, MIMIC_CXR, MIMICIV, SEMANTICS_FILES, TABLES, SourceFile
+from .semantics import read_semantics
+
+# Above this share of unknown ids the two sources are from different releases (or one is damaged);
+# below it the cohort steps simply drop the few unmatched rows.
+UNKNOWN_ID_ERROR_FRACTION = 0.01
+# DuckDB spills the key-uniqueness aggregate to disk beyond this.
+DUCKDB_MEMORY_LIMIT = "2GB"
+DATASETS = (MIMICIV, MIMIC_CXR, IMAGENOME)
+
+_FIX_TYPES = ("re-download the file from PhysioNet; if it was edited, restore each bad value (or leave it "
+              "empty). Ingestion quarantines rows whose values do not parse")
+_FIX_RELEASES = ("use MIMIC-IV 2.2, MIMIC-CXR-JPG 2.0.0 and Chest ImaGenome 1.0.0 together, all complete "
+                 "(a partial download or another release gives unknown ids)")
+
+
+@dataclass(frozen=True)
+class Problem:
+    severity: str  # "error" | "warning"
+    file: str  # relative to the source root
+    column: str | None
+    message: str
+    fix: str
+
+    @classmethod
+    def from_error(cls, err: SourceError, severity: str = "error") -> Problem:
+        return cls(severity, err.file, err.column, err.detail, err.fix)
+
+
+@dataclass
+class ValidationReport:
+    root: Path
+    problems: list[Problem] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+    files: dict[str, dict] = field(default_factory=dict)  # relative path -> {"table", "rows", "status"}
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "warning"]
+
+    def status(self, rel: str) -> str:
+        entry = self.files.get(rel, {})
+        if entry.get("status"):
+            return entry["status"]
+        severities = {p.severity for p in self.problems if p.file == rel}
+        return "ERROR" if "error" in severities else "warning" if severities else "ok"
+
+    def format(self) -> str:
+        lines = [f"Source root: {self.root}", "", f"  {'status':<8} {'rows':>12}  file"]
+        for rel, entry in self.files.items():
+            rows = "-" if entry.get("rows") is None else f"{entry['rows']:,}"
+            lines.append(f"  {self.status(rel):<8} {rows:>12}  {rel}")
+        if self.stats.get("images_found") is not None:
+            lines.append(f"\n  {self.stats['images_found']:,} JPEG images under {CXR_FILES_DIR}")
+        for severity, title in (("error", "Errors"), ("warning", "Warnings")):
+            group = [p for p in self.problems if p.severity == severity]
+            if group:
+                lines += ["", f"{title} ({len(group)}):"]
+                for p in group:
+                    lines.append(f"  - {p.file}: {p.message}")
+                    lines.append(f"    fix: {p.fix}")
+        n_err, n_warn = len(self.errors), len(self.warnings)
+        lines += ["", f"Result: {'OK' if self.ok else 'FAILED'} ({n_err} error{'s' * (n_err != 1)}, "
+                      f"{n_warn} warning{'s' * (n_warn != 1)})"]
+        return "\n".join(lines)
+
+
+class _Validator:
+    def __init__(self, root: Path, cache_dir: Path | None, tmp: str):
+        self.root = root
+        self.cache_dir = cache_dir
+        self.report = ValidationReport(root, stats={"rows": {}, "duplicate_keys": {}, "overlaps": {},
+                                                    "images_found": None})
+        self.usable: set[str] = set()  # tables that passed every error-level check
+        self.con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY_LIMIT, "temp_directory": tmp,
+                                          "preserve_insertion_order": False})
+
+    def add(self, severity: str, file: str, message: str, fix: str, column: str | None = None) -> None:
+        self.report.problems.append(Problem(severity, file, column, message, fix))
+
+    # -- layout ---------------------------------------------------------------------------------------
+    def check_layout(self) -> bool:
+        root = self.root
+        if not root.is_dir():
+            self.add("error", str(root), "source root does not exist or is not a folder",
+                     "set EHRXQA_SOURCE_ROOT (or pass ROOT) to the folder holding mimiciv/, mimic-cxr-jpg/ "
+                     "and chest-imagenome/")
+            return False
+        present = [d for d in DATASETS if (root / d).is_dir()]
+        if not present:
+            hint = _find_physionet_root(root)
+            self.add("error", ".", "does not look like a PhysioNet root: none of "
+                     f"{', '.join(DATASETS)} is below it",
+                     f"point at {hint}, which has them" if hint else
+                     "point at the folder that holds mimiciv/2.2, mimic-cxr-jpg/2.0.0 and chest-imagenome/1.0.0 "
+                     "(for a wget mirror: physionet.org/files)")
+            return False
+        for d in DATASETS:
+            if d not in present:
+                n = sum(rel.startswith(d + "/") for rel in (*(sf.path for sf in TABLES.values()), *SEMANTICS_FILES))
+                self.add("error", d, f"dataset folder is missing ({n} source files expected below it)",
+                         f"download the {d} release from PhysioNet into {root / d}")
+        return True
+
+    # -- one table --------------------------------------------------------------------------------------
+    def check_table(self, sf: SourceFile) -> None:
+        rows = self.report.stats["rows"]
+        rows[sf.name] = None
+        try:
+            path = readers.resolve(self.root, sf.name)
+        except SourceError as err:
+            dataset = next(d for d in DATASETS if sf.path.startswith(d + "/"))
+            dataset_missing = not (self.root / dataset).is_dir()
+            self.report.files[err.file] = {"table": sf.name, "rows": None, "status": "MISSING"}
+            if not dataset_missing:
+                self.report.problems.append(Problem.from_error(err))
+            return
+        rel = readers.relative(self.root, path)
+        entry = self.report.files.setdefault(rel, {"table": sf.name, "rows": None})
+        if sf.gzip_ok and path.suffix != ".gz" and (self.root / (sf.path + ".gz")).is_file():
+            self.add("warning", rel, f"both {sf.path} and {sf.path}.gz exist; the plain file is read",
+                     "delete the one you do not want read (the plain file wins)")
+        try:
+            header = readers.read_header(self.root, sf.name)
+            lf = readers.scan_raw(self.root, sf.name, self.cache_dir, row_index_name=ROW)
+            n, bad, dups = self._scan(lf, sf, header)
+        except SourceError as err:
+            self.report.problems.append(Problem.from_error(err))
+            return
+        except (pl.exceptions.PolarsError, duckdb.Error, OSError) as exc:
+            self.report.problems.append(Problem.from_error(readers.read_failure(self.root, sf.name, exc)))
+            return
+        entry["rows"] = rows[sf.name] = n
+        for column, (count, row, value) in bad.items():
+            self.report.problems.append(Problem.from_error(SourceError(
+                rel, f"column '{column}' has a value that is not {TYPE_DESCRIPTIONS[sf.types[column]]}",
+                column=column, row=row, value=value, count=count, fix=_FIX_TYPES)))
+        if dups:
+            dup_rows, dup_keys = dups
+            self.report.stats["duplicate_keys"][sf.name] = dup_rows
+            rows_repeat = "row repeats" if dup_rows == 1 else "rows repeat"
+            self.add("warning", rel, f"{dup_rows:,} {rows_repeat} the key ({', '.join(sf.key)}) of an earlier row "
+                     f"({dup_keys:,} key{'s' * (dup_keys != 1)} affected)",
+                     "none needed if expected: ingestion keeps one row per key and quarantines the rest; "
+                     "otherwise re-download the file", column=", ".join(sf.key))
+        if not bad:
+            self.usable.add(sf.name)
+
+    def _scan(self, lf: pl.LazyFrame, sf: SourceFile, header: list[str]):
+        """One streaming pass: row count, per-column type failures, duplicate keys (via DuckDB)."""
+        types = sf.types
+        checked = [c for c in sf.required if types[c] != "str"]
+        key = list(sf.key) if sf.key and all(k in header for k in sf.key) else []
+        exprs = [pl.col(ROW).cast(pl.Int64)]
+        for i, c in enumerate(checked):
+            failed = parse_failed(c, types[c])
+            exprs += [failed.alias(f"_bad{i}"), pl.when(failed).then(pl.col(c)).alias(f"_raw{i}")]
+        exprs += [parse_expr(k, types[k]).alias(f"_key{i}") for i, k in enumerate(key)]
+        # Projecting every column makes polars check each row's field count (a scan that projects only
+        # some columns skips the rest of the line and would accept rows with extra fields).
+        exprs.append(pl.sum_horizontal(pl.all().exclude(ROW).is_null()).alias("_empty"))
+        query = lf.select(exprs)
+        per_batch = [e for i in range(len(checked)) for e in (
+            pl.col(f"_bad{i}").sum(), pl.col(ROW).filter(pl.col(f"_bad{i}")).first(),
+            pl.col(f"_raw{i}").drop_nulls().first())]
+        key_cols = [f"_key{i}" for i in range(len(key))]
+        counts = [0] * len(checked)
+        first: list[tuple[int, str] | None] = [None] * len(checked)
+        state = {"rows": 0}
+        failure: list[BaseException] = []
+
+        def batches():
+            try:
+                for df in query.collect_batches():  # in file order, so the first bad row is the earliest
+                    state["rows"] += df.height
+                    if checked:
+                        agg = df.select([e.alias(f"a{j}") for j, e in enumerate(per_batch)]).row(0)
+                        for i in range(len(checked)):
+                            n, row, value = agg[3 * i: 3 * i + 3]
+                            if n:
+                                counts[i] += n
+                                first[i] = first[i] or (row, value)
+                    if key:
+                        yield from df.select(key_cols).drop_nulls().to_arrow().to_batches()
+            except BaseException as exc:
+                failure.append(exc)
+                raise
+
+        dups = None
+        try:
+            if key:
+                schema = pl.DataFrame(schema={f"_key{i}": POLARS_TYPES[types[k]] for i, k in enumerate(key)})
+                reader = pa.RecordBatchReader.from_batches(schema.to_arrow().schema, batches())
+                self.con.register("keys", reader)
+                try:
+                    cols = ", ".join(f'"{c}"' for c in key_cols)
+                    dup_rows, dup_keys = self.con.execute(
+                        f"SELECT coalesce(sum(n) - count(*), 0), count(*) FILTER (WHERE n > 1) "
+                        f"FROM (SELECT count(*) AS n FROM keys GROUP BY {cols})").fetchone()
+                finally:
+                    self.con.unregister("keys")
+                dups = (int(dup_rows), int(dup_keys)) if dup_rows else None
+            else:
+                for _ in batches():
+                    pass
+        except duckdb.Error:
+            if failure:
+                raise failure[0] from None
+            raise
+        bad = {c: (counts[i], first[i][0], first[i][1]) for i, c in enumerate(checked) if counts[i]}
+        return state["rows"], bad, dups
+
+    # -- semantics -------------------------------------------------------------------------------------
+    def check_semantics(self) -> None:
+        missing = False
+        for rel in SEMANTICS_FILES:
+            self.report.files[rel] = {"table": "semantics", "rows": None}
+            if not (self.root / rel).is_file():
+                missing = True
+                self.report.files[rel]["status"] = "MISSING"
+                if (self.root / IMAGENOME).is_dir():
+                    self.add("error", rel, "file not found",
+                             "download the Chest ImaGenome 1.0.0 semantics/ folder from PhysioNet")
+        if missing:
+            return
+        try:
+            sem = read_semantics(self.root)
+        except SourceError as err:
+            self.report.problems.append(Problem.from_error(err))
+            return
+        counts = (len(sem.objects), len(sem.attributes), len(sem.all_children))
+        for rel, n in zip(SEMANTICS_FILES, counts):
+            self.report.files[rel]["rows"] = n
+
+    # -- cross-source ids ------------------------------------------------------------------------------
+    def _collect(self, name: str, exprs: list[pl.Expr], unique: bool = True) -> pl.DataFrame | None:
+        """Some typed columns of a table that passed its checks (distinct rows), else None."""
+        if name not in self.usable:
+            return None
+        try:
+            lf = readers.scan_table(self.root, name, self.cache_dir).select(exprs).drop_nulls()
+            return (lf.unique() if unique else lf).collect(engine="streaming")
+        except SourceError as err:
+            self.report.problems.append(Problem.from_error(err))
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            self.report.problems.append(Problem.from_error(readers.read_failure(self.root, name, exc)))
+        self.usable.discard(name)
+        return None
+
+    def _ids(self, name: str, expr: pl.Expr) -> pl.Series | None:
+        df = self._collect(name, [expr.alias("id")])
+        return None if df is None else df["id"]
+
+    def _overlap(self, label: str, name: str, column: str, ids: pl.Series | None, known: pl.Series | None,
+                 what: str, against: str, *, strict: bool = True) -> None:
+        if ids is None or known is None:
+            return
+        unknown = int((~ids.is_in(known.implode())).sum())
+        total = ids.len()
+        self.report.stats["overlaps"][label] = {"ids": total, "unknown": unknown}
+        if not unknown:
+            return
+        share = unknown / total
+        severity = "error" if strict and share > UNKNOWN_ID_ERROR_FRACTION else "warning"
+        self.add(severity, self._rel(name), f"{unknown:,} of {total:,} {what} ({share:.1%}) in column "
+                 f"'{column}' are not in {against}", _FIX_RELEASES, column=column)
+
+    def _rel(self, name: str) -> str:
+        return readers.relative(self.root, readers.resolve(self.root, name))
+
+    def check_ids(self) -> pl.DataFrame | None:
+        """Cross-source id consistency; returns the metadata ids (for the image check) when readable."""
+        strip = pl.col("image_id").str.strip_suffix(".dcm")
+        meta = self._collect("cxr_metadata", [pl.col("dicom_id"), pl.col("subject_id"), pl.col("study_id")],
+                             unique=False)
+        images = meta["dicom_id"].drop_nulls().unique() if meta is not None else None
+        subjects = meta["subject_id"].drop_nulls().unique() if meta is not None else None
+        meta_rel = self._rel("cxr_metadata") if meta is not None else ""
+        patients = self._ids("patients", pl.col("subject_id"))
+        if subjects is not None and patients is not None:
+            unknown = int((~subjects.is_in(patients.implode())).sum())
+            self.report.stats["overlaps"]["cxr_subjects_in_mimiciv"] = {"ids": subjects.len(), "unknown": unknown}
+            if unknown == subjects.len() and unknown:
+                self.add("error", meta_rel, f"none of the {unknown:,} CXR subjects in column 'subject_id' is in "
+                         f"{self._rel('patients')}", _FIX_RELEASES, column="subject_id")
+            elif unknown:
+                self.add("warning", meta_rel, f"{unknown:,} of {subjects.len():,} CXR subjects in column "
+                         f"'subject_id' are not in {self._rel('patients')}; their studies have no EHR data",
+                         _FIX_RELEASES, column="subject_id")
+        silver = self._ids("silver_relations", strip)
+        boxes = self._ids("silver_bbox", pl.col("object_id").str.splitn("_", 2).struct.field("field_0"))
+        gold = self._ids("gold_relations", strip)
+        gold_boxes = self._ids("gold_bbox", strip)
+        gold_patients = self._ids("gold_relations", pl.col("patient_id"))
+        image_ids = "image ids (without .dcm)"
+        self._overlap("silver_relation_images", "silver_relations", "image_id", silver, images, image_ids, meta_rel)
+        self._overlap("silver_bbox_images", "silver_bbox", "object_id", boxes, images,
+                      "image ids (object_id before '_')", meta_rel)
+        self._overlap("gold_relation_images", "gold_relations", "image_id", gold, images, image_ids, meta_rel)
+        self._overlap("gold_bbox_images", "gold_bbox", "image_id", gold_boxes, images, image_ids, meta_rel)
+        self._overlap("gold_patients_in_cxr", "gold_relations", "patient_id", gold_patients, subjects,
+                      "gold patients", meta_rel)
+        if silver is not None:
+            silver_rel = self._rel("silver_relations")
+            self._overlap("gold_relation_images_in_silver", "gold_relations", "image_id", gold, silver,
+                          image_ids, silver_rel, strict=False)
+            self._overlap("gold_bbox_images_in_silver", "gold_bbox", "image_id", gold_boxes, silver,
+                          image_ids, silver_rel, strict=False)
+        return meta
+
+    # -- images ----------------------------------------------------------------------------------------
+    def check_images(self, meta: pl.DataFrame | None) -> None:
+        if not (self.root / CXR_FILES_DIR).is_dir():
+            self.report.stats["images_found"] = 0
+            self.add("warning", CXR_FILES_DIR, "no images; image-dependent steps will fail",
+                     f"download the MIMIC-CXR-JPG 2.0.0 files/ folder (all of p10..p19, or the parts you build) "
+                     f"into {self.root / CXR_FILES_DIR}")
+            return
+        found = list_images(self.root)
+        self.report.stats["images_found"] = found.height
+        empty = int((found["bytes"] == 0).sum())
+        if empty:
+            self.add("warning", CXR_FILES_DIR, f"{empty:,} JPEG files are empty (0 bytes)",
+                     "re-download those images; image integrity checks will drop them")
+        if meta is None:
+            return
+        expected = meta.select(image_relpath_expr().alias("relpath")).drop_nulls().unique()
+        absent = expected.join(found.select("relpath"), on="relpath", how="anti").height
+        self.report.stats["images_missing"] = absent
+        if absent:
+            self.add("warning", CXR_FILES_DIR, f"{absent:,} of {expected.height:,} metadata images have no JPEG "
+                     "under files/", "download the missing pNN folders of MIMIC-CXR-JPG 2.0.0 if those images "
+                     "are needed; image steps skip them")
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _find_physionet_root(root: Path) -> Path | None:
+    """A nearby folder (ancestor, or at most 3 levels below) that holds the PhysioNet dataset folders."""
+    def holds(p: Path) -> bool:
+        return any((p / d).is_dir() for d in DATASETS)
+    for parent in list(root.resolve().parents)[:3]:
+        if holds(parent):
+            return parent
+    frontier = [root]
+    for _ in range(3):
+        nxt = []
+        for folder in frontier:
+            try:
+                subdirs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+            except OSError:
+                continue
+            for sub in subdirs[:50]:
+                if holds(sub):
+                    return sub
+            nxt += subdirs[:50]
+        frontier = nxt
+    return None
+
+
+def validate_source(root: Path, cache_dir: Path | None = None) -> ValidationReport:
+    """Check a PhysioNet source root; ``report.ok`` is False when any error-level problem was found."""
+    root = Path(root)
+    cache_dir = Path(cache_dir) if cache_dir is not None else None
+    if cache_dir is not None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ehrxqa-validate-", dir=cache_dir) as tmp:
+        v = _Validator(root, cache_dir, tmp)
+        try:
+            if v.check_layout():
+                for sf in TABLES.values():
+                    v.check_table(sf)
+                v.check_semantics()
+                v.check_images(v.check_ids())
+        finally:
+            v.close()
+    return v.report
+
+
+__all__ = ["DUCKDB_MEMORY_LIMIT", "Problem", "UNKNOWN_ID_ERROR_FRACTION", "ValidationReport",
+           "validate_source"]

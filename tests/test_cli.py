@@ -1,0 +1,94 @@
+"""The `ehrxqa` command: deterministic demo sources, and validate-source verdicts on planted faults."""
+
+import gzip
+import hashlib
+import json
+import os
+
+import pytest
+
+from ehrxqa_pipeline.cli import main
+from ehrxqa_pipeline.sources.readers import resolve
+from ehrxqa_pipeline.sources.schema import DEMO_MANIFEST, SEMANTICS_UMLS
+
+
+def tree_digest(root) -> str:
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in sorted(os.walk(root)):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            h.update(os.path.relpath(path, root).encode())
+            with open(path, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()
+
+
+def test_demo_source_is_deterministic(tmp_path, capsys):
+    args = ["--scale", "demo", "--patients", "12"]
+    assert main(["demo-source", str(tmp_path / "a"), "--seed", "3", *args]) == 0
+    assert main(["demo-source", str(tmp_path / "b"), "--seed", "3", *args]) == 0
+    assert main(["demo-source", str(tmp_path / "c"), "--seed", "4", *args]) == 0
+    a, b, c = (tree_digest(tmp_path / x) for x in "abc")
+    assert a == b
+    assert a != c
+    images = list((tmp_path / "a").rglob("*.jpg"))
+    manifest = json.loads((tmp_path / "a" / DEMO_MANIFEST).read_text())
+    assert len(images) == manifest["images_written"] == manifest["rows"]["cxr_metadata"] > 0
+
+
+def test_demo_source_refuses_non_empty_out(tmp_path, capsys):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "keep.txt").write_text("mine")
+    assert main(["demo-source", str(tmp_path / "x"), "--patients", "8", "--no-images"]) == 2
+    assert "--force" in capsys.readouterr().err
+
+
+def test_validate_source_accepts_fresh_source(small_source, capsys):
+    root, _ = small_source
+    assert main(["validate-source", str(root)]) == 0
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _drop_column(path):
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    lines = [",".join(l.split(",")[:-1]) for l in text.splitlines()]  # removes the last column (dod)
+    data = ("\n".join(lines) + "\n").encode()
+    path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
+
+
+def _bad_type(path):
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    lines = text.splitlines()
+    f = lines[1].split(",")
+    f[2] = "forty"  # anchor_age
+    lines[1] = ",".join(f)
+    data = ("\n".join(lines) + "\n").encode()
+    path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
+
+
+@pytest.mark.parametrize("fault, table, expect", [
+    ("missing_file", "labevents", ["labevents"]),
+    ("truncated", "admissions", ["admissions", "gzip"]),
+    ("missing_column", "patients", ["patients", "dod"]),
+    ("bad_type", "patients", ["patients", "anchor_age", "forty"]),
+])
+def test_validate_source_names_each_planted_fault(source_copy, capsys, fault, table, expect):
+    root, _ = source_copy
+    path = resolve(root, table)
+    {"missing_file": lambda p: p.unlink(), "truncated": _truncate, "missing_column": _drop_column,
+     "bad_type": _bad_type}[fault](path)
+    assert main(["validate-source", str(root)]) == 1
+    out = capsys.readouterr().out
+    for word in expect:
+        assert word in out, (word, out)
+
+
+def test_validate_source_reports_broken_semantics(source_copy, capsys):
+    root, _ = source_copy
+    (root / SEMANTICS_UMLS).write_text("{not json")
+    assert main(["validate-source", str(root)]) == 1
+    assert "label_to_UMLS_mapping.json" in capsys.readouterr().out

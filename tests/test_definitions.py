@@ -1,0 +1,44 @@
+"""The code location loads, and the asset graph has the shape the design states."""
+
+import dagster as dg
+
+from ehrxqa_pipeline import names
+from ehrxqa_pipeline.definitions import defs
+from ehrxqa_pipeline.sources.schema import TABLES
+
+
+def test_definitions_load():
+    dg.Definitions.validate_loadable(defs)
+
+
+def test_graph_snapshot():
+    graph = defs.resolve_asset_graph()
+    observable = {k.to_user_string() for k in graph.observable_asset_keys}
+    materializable = {k.to_user_string() for k in graph.materializable_asset_keys}
+    assert observable == {f"sources/{t}" for t in TABLES} | {"sources/semantics"}
+    assert {k for k in materializable if k.startswith("ingest/")} == {f"ingest/{t}" for t in TABLES}
+    for key in graph.materializable_asset_keys:
+        node = graph.get(key)
+        assert node.code_version, key
+        assert node.description and "Grain" in node.description, key
+        assert node.group_name in names.GROUPS, key
+    ingest_patients = graph.get(dg.AssetKey(["ingest", "patients"]))
+    assert ingest_patients.parent_keys == {dg.AssetKey(["sources", "patients"])}
+
+
+def test_every_ingest_asset_has_blocking_contract_checks():
+    checks = {}
+    for c in defs.asset_checks or []:
+        for spec in c.check_specs:
+            checks[(spec.asset_key.to_user_string(), spec.name)] = spec
+    for t in TABLES:
+        for name in ("contract", "quarantine"):
+            assert checks[(f"ingest/{t}", name)].blocking
+    assert ("ingest/admissions", "foreign_keys") in checks
+
+
+def test_schedule_and_sensor_run_by_default():
+    sched = defs.resolve_schedule_def("weekly_rebuild")
+    assert sched.default_status == dg.DefaultScheduleStatus.RUNNING and sched.cron_schedule == "0 3 * * 1"
+    sensor = defs.resolve_sensor_def("ehrxqa_automation")
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
