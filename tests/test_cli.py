@@ -1,6 +1,5 @@
 """The `ehrxqa` command: deterministic demo sources, and validate-source verdicts on planted faults."""
 
-import gzip
 import hashlib
 import json
 import os
@@ -10,6 +9,7 @@ import pytest
 from ehrxqa_pipeline.cli import main
 from ehrxqa_pipeline.sources.readers import resolve
 from ehrxqa_pipeline.sources.schema import DEMO_MANIFEST, SEMANTICS_UMLS
+from tests.textfiles import edit
 
 
 def tree_digest(root) -> str:
@@ -53,21 +53,18 @@ def _truncate(path):
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
 
-def _drop_column(path):
-    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
-    lines = [",".join(l.split(",")[:-1]) for l in text.splitlines()]  # removes the last column (dod)
-    data = ("\n".join(lines) + "\n").encode()
-    path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
+def _drop_column(path):  # removes the last column (patients.dod)
+    edit(path, lambda text: "".join(",".join(line.split(",")[:-1]) + "\n" for line in text.splitlines()))
 
 
-def _bad_type(path):
-    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
-    lines = text.splitlines()
-    f = lines[1].split(",")
-    f[2] = "forty"  # anchor_age
-    lines[1] = ",".join(f)
-    data = ("\n".join(lines) + "\n").encode()
-    path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
+def _bad_type(path):  # anchor_age of the first patient becomes text
+    def bad(text):
+        lines = text.splitlines()
+        fields = lines[1].split(",")
+        fields[2] = "forty"
+        lines[1] = ",".join(fields)
+        return "\n".join(lines) + "\n"
+    edit(path, bad)
 
 
 @pytest.mark.parametrize("fault, table, expect", [

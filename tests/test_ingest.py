@@ -1,7 +1,5 @@
 """Ingestion: typed tables, exact quarantine reasons and counts, atomic replacement."""
 
-import gzip
-
 import duckdb
 import pytest
 
@@ -9,15 +7,11 @@ from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.ingest import ingest_table
 from ehrxqa_pipeline.sources.errors import SourceError
 from ehrxqa_pipeline.sources.readers import resolve
+from tests.textfiles import edit, read_text
 
 
 def _append_lines(path, lines):
-    if path.suffix == ".gz":
-        data = gzip.decompress(path.read_bytes()).decode()
-        path.write_bytes(gzip.compress((data + "".join(l + "\n" for l in lines)).encode(), mtime=0))
-    else:
-        with open(path, "a") as f:
-            f.writelines(l + "\n" for l in lines)
+    edit(path, lambda text: text + "".join(line + "\n" for line in lines))
 
 
 def test_planted_admissions_quarantined_with_reason(small_source, tmp_path):
@@ -37,8 +31,7 @@ def test_planted_admissions_quarantined_with_reason(small_source, tmp_path):
 def test_each_row_fault_gets_its_reason(source_copy, tmp_path):
     root, manifest = source_copy
     path = resolve(root, "patients")
-    first = (gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
-             ).splitlines()[1]
+    first = read_text(path).splitlines()[1]
     sid = first.split(",")[0]
     _append_lines(path, [
         first,                                     # duplicate subject_id

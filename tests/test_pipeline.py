@@ -1,8 +1,6 @@
 """The Dagster layer end to end on a small synthetic source, on a real (temporary) instance:
 build, all contract checks green, quarantine counts equal the planted ones, and change-driven re-runs."""
 
-import gzip
-
 import dagster as dg
 import pytest
 
@@ -11,17 +9,11 @@ from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.config import Settings
 from ehrxqa_pipeline.definitions import defs
 from ehrxqa_pipeline.sources.readers import resolve
+from tests.textfiles import edit
 
 
 def _requested(result, graph) -> set[str]:
     return {k.to_user_string() for k in graph.materializable_asset_keys if result.get_num_requested(k)}
-
-
-def _rewrite(path, edit):
-    if path.suffix == ".gz":
-        path.write_bytes(gzip.compress(edit(gzip.decompress(path.read_bytes()).decode()).encode(), mtime=0))
-    else:
-        path.write_text(edit(path.read_text()))
 
 
 @pytest.fixture
@@ -48,7 +40,7 @@ def test_build_then_change_driven_rerun(env):
     assert _requested(first, graph) == set()
 
     # Change one source file: only its ingestion asset is requested.
-    _rewrite(resolve(root, "d_labitems"), lambda text: text.replace("Glucose", "Glucose (edited)", 1))
+    edit(resolve(root, "d_labitems"), lambda text: text.replace("Glucose", "Glucose (edited)", 1))
     assert build(settings, select="group:sources", instance=instance).success  # observe only
     second = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
     assert _requested(second, graph) == {"ingest/d_labitems"}
@@ -76,7 +68,7 @@ def test_failed_blocking_check_stops_downstream(env):
     def breaker(text):
         lines = text.splitlines()
         return "\n".join([lines[0]] + [",".join([l.split(",")[0], "U", *l.split(",")[2:]]) for l in lines[1:]]) + "\n"
-    _rewrite(resolve(root, "patients"), breaker)
+    edit(resolve(root, "patients"), breaker)
     assert build(settings, select="group:sources", instance=instance).success
     second = dg.evaluate_automation_conditions(defs=full, instance=instance, cursor=first.cursor)
     assert _requested(second, graph) == {"ingest/patients"}

@@ -51,20 +51,22 @@ def generate_source(out: Path, seed: int = 0, scale: str | Scale = "demo", patie
     cohort = make_cohort(seed, sc)
     metadata, planted_cxr = make_cxr_metadata(seed, sc, cohort)
     log(f"MIMIC-CXR metadata: {metadata.height} images")
+    counts: dict[str, int] = {}
+    # Each part is written and released before the next is built, so peak memory is one part's frames.
     ehr, planted_ehr = make_ehr(seed, sc, cohort.patients, cohort.studies)
     log("MIMIC-IV: " + ", ".join(f"{k} {v.height}" for k, v in ehr.items()))
-    imagenome = make_imagenome(seed, sc, cohort, metadata)
-    log("Chest ImaGenome: " + ", ".join(f"{k} {v.height}" for k, v in imagenome.tables.items()))
-
-    counts = {}
     for name, df in ehr.items():
         write_table(df, tmp, TABLES[name], compress)
         counts[name] = df.height
+    del ehr
     write_table(metadata, tmp, CXR_METADATA, compress)
     counts[CXR_METADATA.name] = metadata.height
+    imagenome = make_imagenome(seed, sc, cohort, metadata)
+    log("Chest ImaGenome: " + ", ".join(f"{k} {v.height}" for k, v in imagenome.tables.items()))
     for name, df in imagenome.tables.items():
         write_table(df, tmp, TABLES[name], compress=False)  # Chest ImaGenome ships plain text files
         counts[name] = df.height
+    imagenome.tables.clear()
     for rel, data in semantics_files().items():
         (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp / rel).write_bytes(data)
