@@ -16,6 +16,7 @@ from pathlib import Path
 HOME_ENV = "EHRXQA_HOME"
 SOURCE_ENV = "EHRXQA_SOURCE_ROOT"
 SEED_ENV = "EHRXQA_SEED"
+CHECK_IMAGES_ENV = "EHRXQA_CHECK_IMAGES"  # "0": skip JPEG checks (metadata-only sources, benchmarks)
 DEFAULT_HOME = "data"
 
 
@@ -24,6 +25,7 @@ class Settings:
     home: Path
     source_root: Path | None = None  # None: the synthetic source under home/source
     seed: int = 0
+    check_images: bool = True
 
     @classmethod
     def resolve(cls, home: str | None = None, source_root: str | None = None, seed: int | None = None,
@@ -35,7 +37,8 @@ class Settings:
         if seed is None:
             seed = int(env.get(SEED_ENV, "0"))
         return cls(Path(home).expanduser().absolute(),
-                   Path(source_root).expanduser().absolute() if source_root else None, seed)
+                   Path(source_root).expanduser().absolute() if source_root else None, seed,
+                   env.get(CHECK_IMAGES_ENV, "1") != "0")
 
     @property
     def synthetic(self) -> bool:

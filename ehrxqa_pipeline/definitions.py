@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from assets.contract_checks import CONTRACT_CHECKS
+from assets.cxr_cohort import CXR_COHORT_ASSETS
 from assets.ingest import INGEST_ASSETS
 from assets.sources import observe_sources
 from resources import default_resources
@@ -26,7 +27,7 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
     description="Observes the sources every 15 minutes and re-materializes only what a change touched.")
 
 defs = dg.Definitions(
-    assets=[observe_sources, *INGEST_ASSETS],
+    assets=[observe_sources, *INGEST_ASSETS, *CXR_COHORT_ASSETS],
     asset_checks=CONTRACT_CHECKS,
     schedules=[weekly_rebuild],
     sensors=[automation_sensor],

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from ehrxqa_pipeline.config import HOME_ENV, SEED_ENV, SOURCE_ENV, Settings
@@ -133,6 +134,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Dagster flags beta/superseded APIs on every load; users of the command cannot act on these.
+    warnings.filterwarnings("ignore", message=r".*(is currently in beta|is in beta|superseded).*")
     args = parser().parse_args(argv)
     return args.func(args)
 

@@ -30,6 +30,24 @@ def _selection(defs: dg.Definitions, select: str | None) -> tuple[list[dg.AssetK
     return sorted(k for k in keys if k not in sources), sorted(sources)
 
 
+def _stages(defs: dg.Definitions, targets: list[dg.AssetKey]) -> list[list[dg.AssetKey]]:
+    """Split targets into consecutive stages, each all-partitioned or all-unpartitioned, in dependency
+    order: a run cannot mix partitioned and unpartitioned assets."""
+    graph = defs.resolve_asset_graph()
+    wanted, stage = set(targets), {}
+    for key in graph.toposorted_asset_keys:
+        if key not in wanted:
+            continue
+        partitioned = graph.get(key).partitions_def is not None
+        level = 0
+        for parent in graph.get(key).parent_keys:
+            if parent in stage:
+                same = (graph.get(parent).partitions_def is not None) == partitioned
+                level = max(level, stage[parent] + (0 if same else 1))
+        stage[key] = level
+    return [[k for k in targets if stage[k] == lvl] for lvl in sorted(set(stage.values()))]
+
+
 def build(settings: Settings, select: str | None = None, instance: dg.DagsterInstance | None = None,
           defs: dg.Definitions | None = None) -> BuildSummary:
     """Run on ``instance`` (default: the one under DAGSTER_HOME, see ``prepare_instance``)."""
@@ -44,18 +62,27 @@ def build(settings: Settings, select: str | None = None, instance: dg.DagsterIns
         observed = job.execute_in_process(instance=instance, asset_selection=sources, raise_on_error=False,
                                           run_config=quiet)
         failures = [e.message for e in observed.all_events if e.is_step_failure]
-        result = None
-        if observed.success and targets:
-            result = job.execute_in_process(instance=instance, asset_selection=targets, raise_on_error=False,
-                                            run_config=quiet)
-            failures += [f"{e.step_key}: {e.event_specific_data.error.message.strip()}"
-                         for e in result.all_events if e.is_step_failure]
-    summary = BuildSummary(success=observed.success and (result is None or result.success),
+        results = []
+        graph = defs.resolve_asset_graph()
+        for stage in _stages(defs, targets) if observed.success else []:
+            pdef = graph.get(stage[0]).partitions_def
+            keys = pdef.get_partition_keys(dynamic_partitions_store=instance) if pdef else [None]
+            for partition in keys:
+                result = job.execute_in_process(instance=instance, asset_selection=stage, partition_key=partition,
+                                                raise_on_error=False, run_config=quiet)
+                results.append(result)
+                failures += [f"{e.step_key}{'[' + partition + ']' if partition else ''}: "
+                             f"{e.event_specific_data.error.message.strip()}"
+                             for e in result.all_events if e.is_step_failure]
+            if not all(r.success for r in results):
+                break  # later stages depend on this one
+    summary = BuildSummary(success=observed.success and all(r.success for r in results),
                            seconds=time.perf_counter() - start, failures=failures)
-    if result is not None:
+    for result in results:
         for m in result.get_asset_materialization_events():
             mat = m.materialization
-            summary.materialized[mat.asset_key.to_user_string()] = {
+            key = mat.asset_key.to_user_string() + (f"[{mat.partition}]" if mat.partition else "")
+            summary.materialized[key] = {
                 k: getattr(v, "value", v) for k, v in mat.metadata.items()
                 if k in ("dagster/row_count", "rejected_rows")}
         for ev in result.get_asset_check_evaluations():

@@ -15,7 +15,11 @@ an image fails is its drop reason. Rules, in funnel order:
 6. ``not_gold_patient``   (silver only) patients of the gold set are held out for the test set.
 
 Gold cohort: gold patients' images after rules 1-3, where the gold-annotated image replaces the image
-chosen for StudyOrder 1 -- after checking that it exists, is frontal and belongs to StudyOrder 1.
+chosen for StudyOrder 1 -- after checking that each gold patient has exactly one gold image, that it is in
+the metadata, frontal, and belongs to the patient's StudyOrder-1 study (the published script only asserts
+a row count). A patient failing a check loses the StudyOrder-1 row (quarantined with the reason).
+
+Both cohorts finally require a sound JPEG (``cxr_cohort.image_integrity``) unless image checks are off.
 """
 
 from __future__ import annotations
@@ -89,14 +93,110 @@ def build_image_rules(con: duckdb.DuckDBPyConnection, schema: str = "cxr_cohort"
     ORDER BY r.subject_id, r.study_datetime, r.study_id, r.dicom_id""")
 
 
-def funnel(con: duckdb.DuckDBPyConnection, cohort: str, schema: str = "cxr_cohort") -> list[tuple[str, int]]:
-    """[(rule, images remaining after it)], starting with ("all_images", n)."""
-    rules = SILVER_RULES if cohort == "silver" else ("gold_patient", *GOLD_RULES)
-    reason = f"{cohort}_reason"
-    rows = dict(con.execute(f"SELECT {reason}, count(*) FROM {schema}.image_rules GROUP BY 1").fetchall())
-    remaining = sum(rows.values())
+COHORT_COLUMNS = ("subject_id, study_id, dicom_id AS image_id, view_position, study_datetime, study_order, "
+                  "n_rows, n_columns")
+
+
+def _jpeg_reason(check_jpegs: bool, schema: str) -> tuple[str, str]:
+    if not check_jpegs:
+        return "", "NULL"
+    return (f" LEFT JOIN {schema}.image_integrity i USING (dicom_id)",
+            "CASE WHEN coalesce(i.status, 'missing_jpeg') <> 'ok' THEN coalesce(i.status, 'missing_jpeg') END")
+
+
+def build_cohorts(con: duckdb.DuckDBPyConnection, check_jpegs: bool, schema: str = "cxr_cohort") -> dict:
+    """Create {schema}.silver / silver_rejected / gold / gold_rejected; return funnels and gold checks."""
+    join, jpeg = _jpeg_reason(check_jpegs, schema)
+    con.execute(f"""
+    CREATE OR REPLACE TEMP TABLE _silver AS
+    SELECT r.*, coalesce(r.silver_reason, {jpeg}) AS reason FROM {schema}.image_rules r{join}""")
+    con.execute(f"CREATE OR REPLACE TABLE {schema}.silver AS SELECT {COHORT_COLUMNS} FROM _silver "
+                f"WHERE reason IS NULL ORDER BY subject_id, study_order")
+    con.execute(f"CREATE OR REPLACE TABLE {schema}.silver_rejected AS SELECT dicom_id AS image_id, subject_id, "
+                f"study_id, view_position, study_order, reason FROM _silver WHERE reason IS NOT NULL "
+                f"ORDER BY subject_id, study_datetime, dicom_id")
+
+    # Gold first-study rule, checked per gold patient.
+    con.execute(f"""
+    CREATE OR REPLACE TEMP TABLE _gold_check AS
+    WITH gold_images AS (
+        SELECT patient_id AS subject_id, min(replace(image_id, '.dcm', '')) AS gold_image,
+               count(DISTINCT image_id) AS n_gold_images
+        FROM ingest.gold_relations GROUP BY patient_id),
+    first_pick AS (
+        SELECT subject_id, study_id AS first_study, dicom_id AS auto_image FROM {schema}.image_rules
+        WHERE gold_reason IS NULL AND study_order = 1)
+    SELECT g.subject_id, g.gold_image, f.auto_image, f.first_study,
+           CASE WHEN g.n_gold_images > 1 THEN 'several_gold_images'
+                WHEN m.dicom_id IS NULL THEN 'gold_image_not_in_metadata'
+                WHEN NOT m.frontal_view THEN 'gold_image_not_frontal'
+                WHEN f.first_study IS NULL OR m.study_id <> f.first_study THEN 'gold_image_not_first_study'
+           END AS problem
+    FROM gold_images g LEFT JOIN {schema}.image_rules m ON m.dicom_id = g.gold_image
+    LEFT JOIN first_pick f ON f.subject_id = g.subject_id""")
+    # Each gold patient's checked gold image takes the place of the automatic StudyOrder-1 pick.
+    con.execute(f"""
+    CREATE OR REPLACE TEMP TABLE _gold2 AS
+    WITH marked AS (
+        SELECT r.*, c.gold_image, c.problem,
+               r.gold_reason IS NULL AND r.study_order = 1 AS auto_first,
+               c.problem IS NULL AND r.dicom_id = c.gold_image AS is_gold_image
+        FROM {schema}.image_rules r LEFT JOIN _gold_check c USING (subject_id))
+    SELECT m.subject_id, m.study_id, m.dicom_id, m.view_position, m.study_datetime,
+           CASE WHEN m.is_gold_image THEN 1 ELSE m.study_order END AS study_order, m.n_rows, m.n_columns,
+           m.gold_reason AS rule_reason,
+           CASE WHEN m.is_gold_image THEN {jpeg}
+                WHEN m.auto_first AND m.problem IS NOT NULL THEN m.problem
+                WHEN m.auto_first AND m.gold_image IS NOT NULL THEN 'replaced_by_gold_image'
+                ELSE coalesce(m.gold_reason, {jpeg}) END AS reason
+    FROM marked m{join.replace("USING (dicom_id)", "ON i.dicom_id = m.dicom_id")}""")
+    con.execute(f"CREATE OR REPLACE TABLE {schema}.gold AS SELECT {COHORT_COLUMNS} FROM _gold2 "
+                f"WHERE reason IS NULL ORDER BY subject_id, study_order")
+    con.execute(f"CREATE OR REPLACE TABLE {schema}.gold_rejected AS SELECT dicom_id AS image_id, subject_id, "
+                f"study_id, view_position, study_order, reason FROM _gold2 WHERE reason IS NOT NULL "
+                f"AND reason <> 'not_gold_patient' ORDER BY subject_id, study_datetime, dicom_id")
+    checks = dict(con.execute("""
+        SELECT 'gold_patients', count(*) FROM _gold_check UNION ALL
+        SELECT 'gold_images_replacing_auto_pick', count(*) FROM _gold_check
+            WHERE problem IS NULL AND gold_image <> auto_image UNION ALL
+        SELECT 'gold_patients_failing_first_study_rule', count(*) FROM _gold_check WHERE problem IS NOT NULL
+        """).fetchall())
+    silver_reasons = dict(con.execute("SELECT reason, count(*) FROM _silver WHERE reason IS NOT NULL "
+                                      "GROUP BY 1 ORDER BY 1").fetchall())
+    gold_reasons = dict(con.execute("SELECT reason, count(*) FROM _gold2 WHERE reason IS NOT NULL "
+                                    "AND reason <> 'not_gold_patient' GROUP BY 1 ORDER BY 1").fetchall())
+    funnels = {"silver": _funnel(con, "_silver", SILVER_RULES, check_jpegs),
+               "gold": _gold_funnel(con, schema)}
+    for t in ("_silver", "_gold_check", "_gold2"):
+        con.execute(f"DROP TABLE {t}")
+    return {"funnels": funnels, "gold_checks": checks, "silver_reasons": silver_reasons,
+            "gold_reasons": gold_reasons}
+
+
+def _gold_funnel(con, schema: str) -> list[tuple[str, int]]:
+    """Rules 1-3 on the gold patients' images, then the cohort after the first-study rule (and JPEGs)."""
+    counts = dict(con.execute(f"SELECT gold_reason, count(*) FROM {schema}.image_rules GROUP BY 1").fetchall())
+    remaining = sum(counts.values())
+    out = [("all_images", remaining)]
+    for rule in ("not_gold_patient", *GOLD_RULES):
+        remaining -= counts.get(rule, 0)
+        out.append((rule, remaining))
+    out.append(("first_study_rule", con.execute(
+        "SELECT count(*) FROM _gold2 WHERE reason IS NULL OR reason IN "
+        "('missing_jpeg', 'undecodable_jpeg', 'size_mismatch')").fetchone()[0]))
+    out.append(("sound_jpeg", con.execute("SELECT count(*) FROM _gold2 WHERE reason IS NULL").fetchone()[0]))
+    return out
+
+
+def _funnel(con, table: str, rules: tuple[str, ...], check_jpegs: bool) -> list[tuple[str, int]]:
+    counts = dict(con.execute(f"SELECT reason, count(*) FROM {table} GROUP BY 1").fetchall())
+    remaining = sum(counts.values())
     out = [("all_images", remaining)]
     for rule in rules:
-        remaining -= rows.get("not_gold_patient" if rule == "gold_patient" else rule, 0)
+        remaining -= counts.get(rule, 0)
         out.append((rule, remaining))
+    if check_jpegs:
+        remaining -= sum(v for k, v in counts.items() if k in ("missing_jpeg", "undecodable_jpeg",
+                                                              "size_mismatch"))
+        out.append(("sound_jpeg", remaining))
     return out

@@ -1,0 +1,112 @@
+"""Image selection: rules per image, JPEG integrity per top folder (p10..p19), silver and gold cohorts."""
+
+import dagster as dg
+
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.ingest import ingest_key
+from ehrxqa_pipeline import names
+from ehrxqa_pipeline.cxr import selection
+from ehrxqa_pipeline.cxr.integrity import check_images
+from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR
+from resources import PipelineConfig, Warehouse
+
+IMAGE_PARTITIONS = dg.StaticPartitionsDefinition([f"p{n}" for n in range(10, 20)])
+RULES_KEY = dg.AssetKey([names.CXR_COHORT, "image_rules"])
+INTEGRITY_KEY = dg.AssetKey([names.CXR_COHORT, "image_integrity"])
+SILVER_KEY = dg.AssetKey([names.CXR_COHORT, "silver"])
+GOLD_KEY = dg.AssetKey([names.CXR_COHORT, "gold"])
+COMMON = dict(group_name=names.CXR_COHORT, automation_condition=ON_CHANGE, pool=DUCKDB_POOL,
+              op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"], kinds={"duckdb"})
+
+
+def markdown_table(header: tuple[str, ...], rows) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+@dg.asset(key=RULES_KEY, code_version="1",
+          deps=[ingest_key("cxr_metadata"), ingest_key("silver_bbox"), ingest_key("gold_relations")],
+          description="Grain: one row per MIMIC-CXR image (all views) with the outcome of every selection "
+                      "rule, its StudyOrder and its silver/gold drop reason. Source: ingest.cxr_metadata, "
+                      "ingest.silver_bbox, ingest.gold_relations.", **COMMON)
+def image_rules(warehouse: Warehouse) -> dg.MaterializeResult:
+    with warehouse.connect() as con:
+        selection.build_image_rules(con)
+        n = con.execute("SELECT count(*) FROM cxr_cohort.image_rules").fetchone()[0]
+    return dg.MaterializeResult(metadata={"dagster/row_count": n})
+
+
+@dg.asset(key=INTEGRITY_KEY, code_version="1", deps=[RULES_KEY], partitions_def=IMAGE_PARTITIONS,
+          description="Grain: one row per candidate image (rules 1-3 passed, or a gold image) of one top "
+                      "folder, with its JPEG status: ok, missing_jpeg, undecodable_jpeg or size_mismatch. "
+                      "Source: SOURCE_ROOT/mimic-cxr-jpg/2.0.0/files/pNN.", **{**COMMON, "kinds": {"duckdb", "pillow"}})
+def image_integrity(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
+                    warehouse: Warehouse) -> dg.MaterializeResult:
+    settings = pipeline_config.settings()
+    part = context.partition_key
+    with warehouse.connect() as con:
+        images = con.execute(f"""
+            SELECT dicom_id, 'p' || substr(subject_id::VARCHAR, 1, 2) || '/p' || subject_id || '/s' || study_id
+                   || '/' || dicom_id || '.jpg' AS relpath, n_rows, n_columns
+            FROM cxr_cohort.image_rules
+            WHERE substr(subject_id::VARCHAR, 1, 2) = ?
+              AND ((frontal_view AND one_image_per_study AND max_20_studies)
+                   OR dicom_id IN (SELECT replace(image_id, '.dcm', '') FROM ingest.gold_relations))
+            ORDER BY dicom_id""", [part[1:]]).pl()
+    if settings.check_images:
+        result = check_images(settings.source_dir / CXR_FILES_DIR, images, part)
+    else:  # metadata-only source: nothing to check, the cohorts skip the JPEG rule
+        result = images.head(0).select("dicom_id", "relpath")
+        context.log.warning("EHRXQA_CHECK_IMAGES=0: JPEGs not checked")
+    with warehouse.connect() as con:
+        con.execute("""CREATE TABLE IF NOT EXISTS cxr_cohort.image_integrity (dicom_id VARCHAR, "partition" VARCHAR,
+                       relpath VARCHAR, status VARCHAR, detail VARCHAR)""")
+        con.execute("BEGIN TRANSACTION")
+        con.execute('DELETE FROM cxr_cohort.image_integrity WHERE "partition" = ?', [part])
+        if settings.check_images and result.height:
+            con.register("_integrity", result)
+            con.execute("INSERT INTO cxr_cohort.image_integrity SELECT * FROM _integrity")
+        con.execute("COMMIT")
+    counts = result.group_by("status").len().sort("status").rows() if settings.check_images else []
+    return dg.MaterializeResult(metadata={"dagster/row_count": result.height,
+                                          "status_counts": dg.MetadataValue.json(dict(counts)),
+                                          "checked": settings.check_images})
+
+
+@dg.multi_asset(
+    specs=[dg.AssetSpec(SILVER_KEY, deps=[RULES_KEY, INTEGRITY_KEY], code_version="1",
+                        description="Grain: one row per selected silver image (one frontal image per study, "
+                                    "StudyOrder <= 20, 36 boxes, no width outlier, no gold patient, sound "
+                                    "JPEG). Refused images: cxr_cohort.silver_rejected with the first rule "
+                                    "they fail. Source: cxr_cohort.image_rules, cxr_cohort.image_integrity.",
+                        **{k: v for k, v in COMMON.items() if k not in ("pool", "op_tags")}),
+           dg.AssetSpec(GOLD_KEY, deps=[RULES_KEY, INTEGRITY_KEY], code_version="1",
+                        description="Grain: one row per gold-patient image (rules 1-3, the checked gold image "
+                                    "in place of the StudyOrder-1 pick). Refused: cxr_cohort.gold_rejected. "
+                                    "Source: cxr_cohort.image_rules, ingest.gold_relations.",
+                        **{k: v for k, v in COMMON.items() if k not in ("pool", "op_tags")})],
+    pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+    check_specs=[dg.AssetCheckSpec("gold_first_study_rule", asset=GOLD_KEY, blocking=True,
+                                   description="Every gold patient has one frontal gold image in its "
+                                               "StudyOrder-1 study (checked, not assumed).")])
+def cohorts(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
+    settings = pipeline_config.settings()
+    with warehouse.connect() as con:
+        out = selection.build_cohorts(con, check_jpegs=settings.check_images)
+    for key, cohort in ((SILVER_KEY, "silver"), (GOLD_KEY, "gold")):
+        funnel = out["funnels"][cohort]
+        yield dg.MaterializeResult(asset_key=key, metadata={
+            "dagster/row_count": funnel[-1][1],
+            "funnel": dg.MetadataValue.md(markdown_table(("rule", "images remaining"), funnel)),
+            "funnel_json": dg.MetadataValue.json(funnel),
+            "rejected_by_reason": dg.MetadataValue.json(out[f"{cohort}_reasons"]),
+            **({"gold_checks": dg.MetadataValue.json(out["gold_checks"])} if cohort == "gold" else {})})
+    failing = out["gold_checks"]["gold_patients_failing_first_study_rule"]
+    yield dg.AssetCheckResult(check_name="gold_first_study_rule", asset_key=GOLD_KEY, passed=failing == 0,
+                              metadata=out["gold_checks"],
+                              description=f"{failing} gold patients fail the first-study rule "
+                                          "(see cxr_cohort.gold_rejected)")
+
+
+CXR_COHORT_ASSETS = [image_rules, image_integrity, cohorts]

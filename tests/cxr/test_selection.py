@@ -1,0 +1,78 @@
+"""Image selection on a generated source: funnels equal the planted counts; faults get their reasons."""
+
+import duckdb
+import polars as pl
+import pytest
+from PIL import Image
+
+from ehrxqa_pipeline.contracts import load_contract
+from ehrxqa_pipeline.cxr import integrity, selection
+from ehrxqa_pipeline.ingest import ingest_table
+
+
+@pytest.fixture
+def warehouse(small_source, tmp_path):
+    root, manifest = small_source
+    con = duckdb.connect()
+    for table in ("cxr_metadata", "silver_bbox", "gold_relations"):
+        ingest_table(con, root, load_contract(f"ingest/{table}"), tmp_path)
+    selection.build_image_rules(con)
+    return con, manifest
+
+
+def test_silver_funnel_equals_planted(warehouse):
+    con, manifest = warehouse
+    out = selection.build_cohorts(con, check_jpegs=False)
+    planted = [n for _, n in manifest["planted"]["imagenome"]["funnel"]["silver"]]
+    assert [n for _, n in out["funnels"]["silver"]] == planted
+    assert out["silver_reasons"]["has_36_boxes"] == (manifest["planted"]["imagenome"]["images_30_35_boxes"]
+                                                     + manifest["planted"]["imagenome"]["images_absent_from_bbox"])
+    assert out["silver_reasons"]["box_width_within_3sd"] == manifest["planted"]["imagenome"]["width_outlier_images"]
+    n = con.execute("SELECT count(*), count(DISTINCT study_id) FROM cxr_cohort.silver").fetchone()
+    assert n[0] == n[1] == planted[-1]  # one image per study
+    assert con.execute("SELECT max(study_order) FROM cxr_cohort.silver").fetchone()[0] <= 20
+
+
+def test_gold_cohort_and_first_study_rule(warehouse):
+    con, manifest = warehouse
+    out = selection.build_cohorts(con, check_jpegs=False)
+    planted = manifest["planted"]["imagenome"]
+    assert out["funnels"]["gold"][-1][1] == planted["funnel"]["gold"][-1][1]
+    assert out["gold_checks"] == {"gold_patients": planted["gold_patients"],
+                                  "gold_images_replacing_auto_pick": planted["gold_image_not_r2_pick"],
+                                  "gold_patients_failing_first_study_rule": 0}
+    gold_images = {r[0] for r in con.execute(
+        "SELECT DISTINCT replace(image_id, '.dcm', '') FROM ingest.gold_relations").fetchall()}
+    first = {r[0] for r in con.execute("SELECT image_id FROM cxr_cohort.gold WHERE study_order = 1").fetchall()}
+    assert first == gold_images
+    replaced = con.execute("SELECT count(*) FROM cxr_cohort.gold_rejected "
+                           "WHERE reason = 'replaced_by_gold_image'").fetchone()[0]
+    assert replaced == planted["gold_image_not_r2_pick"]
+
+
+def test_gold_image_from_a_later_study_is_refused(warehouse):
+    con, _ = warehouse
+    # Point one gold patient's labels at the image of its second study.
+    subject, second = con.execute("""
+        SELECT subject_id, dicom_id FROM cxr_cohort.image_rules
+        WHERE gold_reason IS NULL AND study_order = 2 ORDER BY subject_id LIMIT 1""").fetchone()
+    con.execute("UPDATE ingest.gold_relations SET image_id = ? || '.dcm' WHERE patient_id = ?", [second, subject])
+    out = selection.build_cohorts(con, check_jpegs=False)
+    assert out["gold_checks"]["gold_patients_failing_first_study_rule"] == 1
+    assert con.execute("SELECT reason FROM cxr_cohort.gold_rejected WHERE subject_id = ? AND study_order = 1",
+                       [subject]).fetchone() == ("gold_image_not_first_study",)
+
+
+def test_jpeg_integrity_statuses(tmp_path):
+    files = tmp_path / "files"
+    (files / "p10").mkdir(parents=True)
+    Image.new("L", (40, 30), 128).save(files / "p10" / "good.jpg", quality=90)
+    Image.new("L", (40, 30), 128).save(files / "p10" / "small.jpg", quality=90)
+    data = (files / "p10" / "good.jpg").read_bytes()
+    (files / "p10" / "broken.jpg").write_bytes(data[: len(data) // 2])
+    images = pl.DataFrame({"dicom_id": ["good", "small", "broken", "gone"],
+                           "relpath": [f"p10/{n}.jpg" for n in ("good", "small", "broken", "gone")],
+                           "n_rows": [30, 31, 30, 30], "n_columns": [40, 40, 40, 40]})
+    out = integrity.check_images(files, images, "p10")
+    assert out["status"].to_list() == ["ok", "size_mismatch", "undecodable_jpeg", "missing_jpeg"]
+    assert out["detail"][1] == "jpeg 30x40, metadata 31x40"
