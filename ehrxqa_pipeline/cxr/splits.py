@@ -36,3 +36,57 @@ def assign_patient_splits(studies: pl.DataFrame, seed: int, valid_fraction: floa
         split = np.where(np.argsort(order) < n_valid, "valid", "train")
         parts.append(group.select("subject_id", "stratum").with_columns(pl.Series("split", split)))
     return pl.concat(parts).sort("subject_id")
+
+
+def build_splits(con, seed: int, valid_fraction: float = VALID_FRACTION) -> dict:
+    """Create splits.images (one row per labelled image with split, view, sex, path, CTR/MTR, abnormal)
+    and splits.images_rejected (cohort images without any label row: reason no_labels)."""
+    from ehrxqa_pipeline.cxr.ratios import GOLD_BOXES_SQL, SILVER_BOXES_SQL, ratios_sql
+
+    con.execute("CREATE SCHEMA IF NOT EXISTS splits")
+    silver = con.execute("""
+        SELECT c.subject_id, c.study_id, EXISTS (SELECT 1 FROM cxr_labels.silver l WHERE l.image_id = c.image_id)
+               AS abnormal
+        FROM cxr_cohort.silver c JOIN cxr_labels.silver_images USING (image_id)""").pl()
+    con.register("_assign", assign_patient_splits(silver, seed, valid_fraction))
+    con.execute(f"""
+    CREATE OR REPLACE TABLE splits.images AS
+    WITH labelled AS (
+        SELECT c.*, a.split, 'silver' AS label_set FROM cxr_cohort.silver c
+        JOIN cxr_labels.silver_images USING (image_id) JOIN _assign a USING (subject_id)
+        UNION ALL
+        SELECT c.*, 'test', 'gold' FROM cxr_cohort.gold c
+        JOIN cxr_labels.gold_images USING (image_id) WHERE c.study_order = 1),
+    silver_ratios AS ({ratios_sql(SILVER_BOXES_SQL)}),
+    gold_ratios AS ({ratios_sql(GOLD_BOXES_SQL)})
+    SELECT l.image_id, l.subject_id, l.study_id, l.split, l.view_position, p.gender,
+           'p' || substr(l.subject_id::VARCHAR, 1, 2) || '/p' || l.subject_id || '/s' || l.study_id || '/'
+               || l.image_id || '.jpg' AS image_path,
+           -- test images use the radiologist-corrected gold boxes, silver boxes where a gold box is missing
+           CASE WHEN l.split = 'test' THEN coalesce(g.ctr, s.ctr) ELSE s.ctr END AS ctr,
+           CASE WHEN l.split = 'test' THEN coalesce(g.mtr, s.mtr) ELSE s.mtr END AS mtr,
+           EXISTS (SELECT 1 FROM cxr_labels.silver x WHERE x.image_id = l.image_id AND l.label_set = 'silver')
+             OR EXISTS (SELECT 1 FROM cxr_labels.gold x WHERE x.image_id = l.image_id AND l.label_set = 'gold')
+             AS abnormal
+    FROM labelled l LEFT JOIN ingest.patients p USING (subject_id)
+    LEFT JOIN silver_ratios s USING (image_id) LEFT JOIN gold_ratios g USING (image_id)
+    ORDER BY CASE l.split WHEN 'train' THEN 0 WHEN 'valid' THEN 1 ELSE 2 END, l.subject_id, l.study_order""")
+    con.unregister("_assign")
+    con.execute("""
+    CREATE OR REPLACE TABLE splits.images_rejected AS
+    SELECT image_id, subject_id, study_id, 'silver' AS cohort, 'no_labels' AS reason FROM cxr_cohort.silver
+    WHERE image_id NOT IN (SELECT image_id FROM cxr_labels.silver_images)
+    UNION ALL
+    SELECT image_id, subject_id, study_id, 'gold', 'no_labels' FROM cxr_cohort.gold
+    WHERE study_order = 1 AND image_id NOT IN (SELECT image_id FROM cxr_labels.gold_images)
+    ORDER BY cohort, subject_id, image_id""")
+    rows = con.execute("""SELECT split, count(*), count(DISTINCT subject_id), avg(abnormal::INT)
+                          FROM splits.images GROUP BY split ORDER BY split""").fetchall()
+    rejected = con.execute("SELECT count(*) FROM splits.images_rejected").fetchone()[0]
+    return {"per_split": {r[0]: {"images": r[1], "patients": r[2], "abnormal_share": round(r[3], 4)}
+                          for r in rows}, "rejected_no_labels": rejected}
+
+
+def patients_in_several_splits(con) -> int:
+    return con.execute("SELECT count(*) FROM (SELECT subject_id FROM splits.images GROUP BY subject_id "
+                       "HAVING count(DISTINCT split) > 1)").fetchone()[0]

@@ -1,0 +1,97 @@
+"""Ontology and refined labels (silver from silver relations, gold from RAW gold relations)."""
+
+import dagster as dg
+
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.cxr_cohort import GOLD_KEY, SILVER_KEY
+from assets.ingest import ingest_key
+from assets.sources import SOURCE_KEYS
+from ehrxqa_pipeline import names
+from ehrxqa_pipeline.cxr import labels, labels_checks
+from ehrxqa_pipeline.cxr.ontology import build_ontology
+from ehrxqa_pipeline.sources.errors import SourceError
+from ehrxqa_pipeline.sources.semantics import read_semantics
+from resources import PipelineConfig, Warehouse
+
+ONTOLOGY_KEY = dg.AssetKey([names.CXR_LABELS, "ontology"])
+LABEL_KEYS = {"silver": dg.AssetKey([names.CXR_LABELS, "silver"]), "gold": dg.AssetKey([names.CXR_LABELS, "gold"])}
+PAPER_PAIRS = 563  # possible (object, attribute) pairs the paper reports for 36 objects x 68 attributes
+COMMON = dict(group_name=names.CXR_LABELS, automation_condition=ON_CHANGE, owners=["team:ehrxqa"],
+              kinds={"duckdb"})
+
+
+def load_ontology(pipeline_config: PipelineConfig):
+    try:
+        return build_ontology(read_semantics(pipeline_config.settings().source_dir))
+    except SourceError as e:
+        raise dg.Failure(description=str(e)) from None
+
+
+@dg.asset(key=ONTOLOGY_KEY, code_version="1", deps=[SOURCE_KEYS[names.SEMANTICS]], pool=DUCKDB_POOL,
+          op_tags=DUCKDB_TAGS,
+          description="Grain: one row per possible (object, attribute) pair after the documented ontology "
+                      "edits, the transitive closure and the removal of 2 objects and 7 attributes "
+                      "(cxr_labels.pairs; cxr_labels.pairs_all keeps the removed ones, flagged). Source: "
+                      "Chest ImaGenome semantics files.", **COMMON)
+def ontology(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
+    onto = load_ontology(pipeline_config)
+    with warehouse.connect() as con:
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {names.CXR_LABELS}")
+        for table, frame in (("pairs", onto.pairs), ("pairs_all", onto.all_pairs)):
+            con.register("_frame", frame)
+            con.execute(f"CREATE OR REPLACE TABLE {names.CXR_LABELS}.{table} AS SELECT * FROM _frame")
+            con.unregister("_frame")
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": onto.n_pairs, "objects": len(onto.objects), "attributes": len(onto.attributes),
+        "possible_pairs": onto.n_pairs, "paper_possible_pairs": PAPER_PAIRS,
+        "summary": dg.MetadataValue.json(onto.summary())})
+
+
+def _label_asset(cohort: str, cohort_key: dg.AssetKey, relations: str) -> dg.AssetsDefinition:
+    key, out = LABEL_KEYS[cohort], f"{names.CXR_LABELS}.{cohort}"
+    source = "RAW gold relations (never re-processed output)" if cohort == "gold" else "silver relations"
+    checks = [dg.AssetCheckSpec(name, asset=key, blocking=True, description=text) for name, text in (
+        ("closure", "An affirmed pair implies every ancestor pair (objects and attributes) affirmed."),
+        ("in_pool", "No affirmed pair outside the possible-pair pool."),
+        ("one_row_per_image_pair", "The dense view has exactly one row per image x possible pair."))]
+
+    @dg.asset(key=key, code_version="1", deps=[cohort_key, ONTOLOGY_KEY, ingest_key(relations)],
+              pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, check_specs=checks,
+              description=f"Grain: one row per {cohort} image x affirmed (object, attribute); every other "
+                          f"image x possible pair is negative (dense view: cxr_labels.{cohort} x pairs, "
+                          f"relation 0/1). Last sentence wins, affirmed labels propagate to ancestors, "
+                          f"impossible pairs and removed labels dropped. Source: {source} of the "
+                          f"cxr_cohort.{cohort} images; refused rows in cxr_labels.{cohort}_rejected.",
+              **COMMON)
+    def _asset(pipeline_config: PipelineConfig, warehouse: Warehouse):
+        onto = load_ontology(pipeline_config)
+        with warehouse.connect() as con:
+            sql = labels.relations_sql(f"ingest.{relations}", images_sql=f"SELECT image_id FROM cxr_cohort.{cohort}")
+            result = labels.refine_labels(con, sql, onto, out, rejected_table=f"{out}_rejected")
+            outcomes = {"closure": labels_checks.check_closure(con, out, onto),
+                        "in_pool": labels_checks.check_in_pool(con, out, onto),
+                        "one_row_per_image_pair": labels_checks.check_dense_unique(con, out)}
+        yield dg.MaterializeResult(metadata={"dagster/row_count": result.counts.get("affirmed_rows_out"),
+                                             **result.metadata(), "possible_pairs": onto.n_pairs})
+        for name, (passed, details) in outcomes.items():
+            yield dg.AssetCheckResult(check_name=name, passed=bool(passed),
+                                      metadata={"details": dg.MetadataValue.json(details)})
+
+    return _asset
+
+
+silver_labels = _label_asset("silver", SILVER_KEY, "silver_relations")
+gold_labels = _label_asset("gold", GOLD_KEY, "gold_relations")
+
+
+@dg.asset_check(asset=LABEL_KEYS["gold"], name="same_pool_as_silver", blocking=True,
+                additional_deps=[LABEL_KEYS["silver"]],
+                description="Silver and gold use identical object/attribute pools.")
+def same_pool(warehouse: Warehouse) -> dg.AssetCheckResult:
+    with warehouse.connect() as con:
+        passed, details = labels_checks.check_same_pool(con, f"{names.CXR_LABELS}.silver", f"{names.CXR_LABELS}.gold")
+    return dg.AssetCheckResult(passed=bool(passed), metadata={"details": dg.MetadataValue.json(details)})
+
+
+CXR_LABEL_ASSETS = [ontology, silver_labels, gold_labels]
+CXR_LABEL_CHECKS = [same_pool]
