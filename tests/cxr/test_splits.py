@@ -1,0 +1,64 @@
+"""Splits on a generated source: patient-disjoint, about 95:5, deterministic, gold = test."""
+
+import duckdb
+import polars as pl
+import pytest
+
+from ehrxqa_pipeline.contracts import load_contract
+from ehrxqa_pipeline.cxr import labels, selection
+from ehrxqa_pipeline.cxr.ontology import build_ontology
+from ehrxqa_pipeline.cxr.splits import assign_patient_splits, build_splits, patients_in_several_splits
+from ehrxqa_pipeline.ingest import ingest_table
+from ehrxqa_pipeline.sources.semantics import read_semantics
+
+TABLES = ("patients", "cxr_metadata", "silver_bbox", "gold_bbox", "silver_relations", "gold_relations")
+
+
+@pytest.fixture(scope="module")
+def con(small_source, tmp_path_factory):
+    root, _ = small_source
+    con = duckdb.connect()
+    stage = tmp_path_factory.mktemp("stage")
+    for table in TABLES:
+        ingest_table(con, root, load_contract(f"ingest/{table}"), stage)
+    selection.build_image_rules(con)
+    selection.build_cohorts(con, check_jpegs=False)
+    onto = build_ontology(read_semantics(root))
+    for cohort, rel in (("silver", "silver_relations"), ("gold", "gold_relations")):
+        sql = labels.relations_sql(f"ingest.{rel}", images_sql=f"SELECT image_id FROM cxr_cohort.{cohort}")
+        labels.refine_labels(con, sql, onto, f"cxr_labels.{cohort}")
+    return con
+
+
+def test_splits_are_patient_disjoint_and_complete(con):
+    out = build_splits(con, seed=0)
+    assert patients_in_several_splits(con) == 0
+    per = out["per_split"]
+    assert set(per) == {"train", "valid", "test"}
+    silver = con.execute("SELECT count(*) FROM cxr_cohort.silver").fetchone()[0]
+    gold_first = con.execute("SELECT count(*) FROM cxr_cohort.gold WHERE study_order = 1").fetchone()[0]
+    assert per["train"]["images"] + per["valid"]["images"] + per["test"]["images"] + out["rejected_no_labels"] \
+        == silver + gold_first
+    test_subjects = {r[0] for r in con.execute("SELECT subject_id FROM splits.images WHERE split = 'test'").fetchall()}
+    gold_subjects = {r[0] for r in con.execute("SELECT DISTINCT patient_id FROM ingest.gold_relations").fetchall()}
+    assert test_subjects <= gold_subjects
+    assert con.execute("SELECT count(*) FROM splits.images WHERE gender IS NULL OR ctr IS NULL").fetchone()[0] == 0
+
+
+def test_split_is_deterministic_and_seeded(con):
+    build_splits(con, seed=0)
+    a = con.execute("SELECT image_id, split FROM splits.images ORDER BY image_id").fetchall()
+    build_splits(con, seed=0)
+    assert a == con.execute("SELECT image_id, split FROM splits.images ORDER BY image_id").fetchall()
+
+
+def test_assignment_is_stratified_and_about_five_percent():
+    # 2,000 patients: half never abnormal, half always abnormal.
+    studies = pl.DataFrame({"subject_id": list(range(2000)), "study_id": list(range(2000)),
+                            "abnormal": [i % 2 == 0 for i in range(2000)]})
+    out = assign_patient_splits(studies, seed=1).join(studies, on="subject_id")
+    valid = out.filter(pl.col("split") == "valid")
+    assert valid.height == 100
+    assert valid["abnormal"].sum() == 50  # each stratum contributes its own 5%
+    other = assign_patient_splits(studies, seed=2)
+    assert not other["split"].equals(out.sort("subject_id")["split"])
