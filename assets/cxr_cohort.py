@@ -4,7 +4,7 @@ import dagster as dg
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
 from assets.ingest import ingest_key
-from ehrxqa_pipeline import names
+from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.cxr import selection
 from ehrxqa_pipeline.cxr.integrity import check_images
 from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR
@@ -17,12 +17,6 @@ SILVER_KEY = dg.AssetKey([names.CXR_COHORT, "silver"])
 GOLD_KEY = dg.AssetKey([names.CXR_COHORT, "gold"])
 COMMON = dict(group_name=names.CXR_COHORT, automation_condition=ON_CHANGE, pool=DUCKDB_POOL,
               op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"], kinds={"duckdb"})
-
-
-def markdown_table(header: tuple[str, ...], rows) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 @dg.asset(key=RULES_KEY, code_version="1",
@@ -89,7 +83,9 @@ def image_integrity(context: dg.AssetExecutionContext, pipeline_config: Pipeline
     pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
     check_specs=[dg.AssetCheckSpec("gold_first_study_rule", asset=GOLD_KEY, blocking=True,
                                    description="Every gold patient has one frontal gold image in its "
-                                               "StudyOrder-1 study (checked, not assumed).")])
+                                               "StudyOrder-1 study (checked, not assumed)."),
+                 *[dg.AssetCheckSpec("not_empty", asset=k, blocking=True, description="The cohort has images.")
+                   for k in (SILVER_KEY, GOLD_KEY)]])
 def cohorts(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
     settings = pipeline_config.settings()
     with warehouse.connect() as con:
@@ -98,10 +94,18 @@ def cohorts(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, 
         funnel = out["funnels"][cohort]
         yield dg.MaterializeResult(asset_key=key, metadata={
             "dagster/row_count": funnel[-1][1],
-            "funnel": dg.MetadataValue.md(markdown_table(("rule", "images remaining"), funnel)),
+            "funnel": dg.MetadataValue.md(markdown.table(("rule", "images remaining"), funnel)),
             "funnel_json": dg.MetadataValue.json(funnel),
             "rejected_by_reason": dg.MetadataValue.json(out[f"{cohort}_reasons"]),
             **({"gold_checks": dg.MetadataValue.json(out["gold_checks"])} if cohort == "gold" else {})})
+    for key, cohort in ((SILVER_KEY, "silver"), (GOLD_KEY, "gold")):
+        reasons = out[f"{cohort}_reasons"]
+        jpeg = sum(reasons.get(r, 0) for r in ("missing_jpeg", "undecodable_jpeg", "size_mismatch"))
+        yield dg.AssetCheckResult(
+            check_name="not_empty", asset_key=key, passed=out["funnels"][cohort][-1][1] > 0,
+            description=f"{out['funnels'][cohort][-1][1]} images; {jpeg} refused for their JPEG"
+                        + (" -- is mimic-cxr-jpg/2.0.0/files downloaded? For a metadata-only source set "
+                           "EHRXQA_CHECK_IMAGES=0." if jpeg else ""))
     failing = out["gold_checks"]["gold_patients_failing_first_study_rule"]
     yield dg.AssetCheckResult(check_name="gold_first_study_rule", asset_key=GOLD_KEY, passed=failing == 0,
                               metadata=out["gold_checks"],

@@ -21,6 +21,7 @@ def env(source_copy, tmp_path, monkeypatch):
     root, manifest = source_copy
     monkeypatch.setenv("EHRXQA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("EHRXQA_SOURCE_ROOT", str(root))
+    monkeypatch.setenv("EHRXQA_CHECK_IMAGES", "0")  # this source has no JPEGs
     (tmp_path / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
         yield Settings.resolve(), instance, root, manifest

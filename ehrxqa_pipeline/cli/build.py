@@ -30,6 +30,13 @@ def _selection(defs: dg.Definitions, select: str | None) -> tuple[list[dg.AssetK
     return sorted(k for k in keys if k not in sources), sorted(sources)
 
 
+def _root_cause(error) -> str:
+    """The innermost error message: the user's problem, not Dagster's wrapper around it."""
+    while getattr(error, "cause", None) is not None:
+        error = error.cause
+    return error.message.strip()
+
+
 def _stages(defs: dg.Definitions, targets: list[dg.AssetKey]) -> list[list[dg.AssetKey]]:
     """Split targets into consecutive stages, each all-partitioned or all-unpartitioned, in dependency
     order: a run cannot mix partitioned and unpartitioned assets."""
@@ -72,7 +79,7 @@ def build(settings: Settings, select: str | None = None, instance: dg.DagsterIns
                                                 raise_on_error=False, run_config=quiet)
                 results.append(result)
                 failures += [f"{e.step_key}{'[' + partition + ']' if partition else ''}: "
-                             f"{e.event_specific_data.error.message.strip()}"
+                             f"{_root_cause(e.event_specific_data.error)}"
                              for e in result.all_events if e.is_step_failure]
             if not all(r.success for r in results):
                 break  # later stages depend on this one

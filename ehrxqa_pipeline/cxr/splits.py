@@ -3,8 +3,9 @@
 The published split draws abnormal and normal studies' patients separately, so a patient with both kinds
 lands in train and valid (defect 10). Here each PATIENT is assigned once: patients are grouped into strata
 by the share of their studies with any affirmed finding (0, (0, 1/3], (1/3, 2/3], (2/3, 1), 1), shuffled
-within a stratum by the step's own generator, and the first ``round(n * valid_fraction)`` of each stratum
-go to valid. Gold images are the test split.
+within a stratum by the step's own generator, and the valid quota -- ``round(N * valid_fraction)``, at least
+one patient when there are two or more -- is shared among the strata in proportion to their sizes (largest
+remainder), so even a small source gets a valid split. Gold images are the test split.
 """
 
 from __future__ import annotations
@@ -28,14 +29,26 @@ def assign_patient_splits(studies: pl.DataFrame, seed: int, valid_fraction: floa
                               .alias("stratum"))
                 .sort("subject_id"))
     rng = generator(seed, "splits.silver")
+    sizes = np.array([patients.filter(pl.col("stratum") == k).height for k in range(5)])
+    quota = _quotas(sizes, valid_fraction)
     parts = []
     for stratum in range(5):  # five strata, not a loop over rows
         group = patients.filter(pl.col("stratum") == stratum)
         order = rng.permutation(group.height)
-        n_valid = int(round(group.height * valid_fraction))
-        split = np.where(np.argsort(order) < n_valid, "valid", "train")
+        split = np.where(np.argsort(order) < quota[stratum], "valid", "train")
         parts.append(group.select("subject_id", "stratum").with_columns(pl.Series("split", split)))
     return pl.concat(parts).sort("subject_id")
+
+
+def _quotas(sizes: np.ndarray, fraction: float) -> np.ndarray:
+    """Valid patients per stratum: the total quota shared by largest remainder (ties: lower stratum)."""
+    total = sizes.sum()
+    target = max(1, int(round(total * fraction))) if total >= 2 else 0
+    exact = sizes * (target / total) if total else sizes * 0.0
+    quota = np.floor(exact).astype(int)
+    for k in np.argsort(-(exact - quota), kind="stable")[: target - quota.sum()]:
+        quota[k] += 1
+    return np.minimum(quota, sizes)
 
 
 def build_splits(con, seed: int, valid_fraction: float = VALID_FRACTION) -> dict:

@@ -19,7 +19,8 @@ our definition of them.
    bucket candidates are taken in the same key order. Templates without arguments (their answer depends
    on the image only) use every eligible image as the pool, so they can balance fully.
 3. Questions per template -- a fixed target per (split, template); never more than
-   ``max_image_fraction`` of the eligible images, so a small split still leaves room to balance.
+   ``max_image_fraction`` of the eligible images (but at least one), so a small split still leaves room
+   to balance.
    Eligible images: all, except ct_ratio_1 / mt_ratio_1 need a non-null ratio, viewpos_* a view of AP
    or PA, gender_* a gender of F or M.
 
@@ -74,7 +75,7 @@ DEFAULT_TARGETS: dict[str, dict[str, int]] = paper_targets()
 class SamplingConfig:
     """Balancing knobs; see the module docstring."""
 
-    targets: Mapping[str, Mapping[str, int]] = field(default_factory=lambda: DEFAULT_TARGETS)
+    targets: Mapping[str, Mapping[str, int]] = field(default_factory=paper_targets)  # split -> key -> count
     max_image_fraction: float = 0.7  # cap: target <= this share of the eligible images
     oversample: float = 4.0  # pool images per target question (templates with arguments)
     counter_power: float = 2.0  # image weight (1 + questions so far) ** -counter_power
@@ -129,7 +130,8 @@ def sample_split(labels: VqaLabels, spaces: Mapping[str, pl.DataFrame], split: s
     out, pools, plan = [], [], []
     for t in TEMPLATES:
         elig = codes[_eligible(t, imgs)]
-        cap = math.floor(config.max_image_fraction * len(elig))
+        # at least one question per template whenever an image is eligible (tiny splits stay non-empty)
+        cap = max(min(1, len(elig)), math.floor(config.max_image_fraction * len(elig)))
         n = min(int(targets.get(t.key, 0)), cap)
         row = {"split": split, "template_key": t.key, "target": int(targets.get(t.key, 0)),
                "eligible": len(elig), "cap": cap, "candidates": 0, "selected": 0}

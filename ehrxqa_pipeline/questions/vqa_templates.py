@@ -11,8 +11,8 @@ choose, "List ..." / "What is ...?" -> query.
 Slots are written as in the paper (``${object}``, ``${object_1}`` ...). Internally every slot maps to one
 argument column (``SLOT_COLUMNS``): a lone ``${object}`` is ``object_1``. Argument values are stored as
 the published records store them: raw category ids (``anatomicalfinding``), viewpos ``AP``/``PA`` and
-gender ``M``/``F``; the question text shows readable forms (``CATEGORY_TEXT``, ``GENDER_TEXT``), which
-fixes the raw-id wording noted in reference-builders.md section 8 item 12.
+gender ``M``/``F``; the question text shows readable forms (``CATEGORY_PLURAL`` / ``CATEGORY_TEXT``,
+``GENDER_TEXT``), which fixes the raw-id wording noted in reference-builders.md section 8 item 12.
 """
 
 from __future__ import annotations
@@ -26,9 +26,13 @@ CONTENT_TYPES = ("presence", "anatomy", "attribute", "abnormality", "size", "pla
 SEMANTIC_TYPES = ("verify", "choose", "query")
 CATEGORIES = ("anatomicalfinding", "device", "disease", "technicalassessment", "tubesandlines")
 ABN4 = frozenset({"anatomicalfinding", "disease", "device", "tubesandlines"})  # "abnormality"; not technicalassessment
-# Readable category names, as the paper's paraphrase prompt spells them ("anatomical finding", "tubes/lines").
+# Readable category names as the paper's paraphrase prompt spells them ("anatomical finding", "tubes/lines");
+# plural after "any" / "all" as in the paper's sample questions ("List all detected anatomical findings"),
+# singular after "Which".
 CATEGORY_TEXT = {"anatomicalfinding": "anatomical finding", "device": "device", "disease": "disease",
                  "technicalassessment": "technical assessment", "tubesandlines": "tubes/lines"}
+CATEGORY_PLURAL = {"anatomicalfinding": "anatomical findings", "device": "devices", "disease": "diseases",
+                   "technicalassessment": "technical assessments", "tubesandlines": "tubes/lines"}
 VIEW_POSITIONS = ("AP", "PA")
 GENDERS = ("F", "M")
 GENDER_TEXT = {"F": "female", "M": "male"}
@@ -143,10 +147,11 @@ def get_template(template: VqaTemplate | str) -> VqaTemplate:
         raise KeyError(f"unknown MIMIC-CXR-VQA template key {template!r}") from None
 
 
-def _slot_text(slot: str) -> pl.Expr:
+def _slot_text(slot: str, before: str) -> pl.Expr:
     col = pl.col(SLOT_COLUMNS[slot])
     if slot.startswith("category"):
-        return col.replace_strict(CATEGORY_TEXT, return_dtype=pl.String)
+        names = CATEGORY_TEXT if before.endswith("Which ") else CATEGORY_PLURAL
+        return col.replace_strict(names, return_dtype=pl.String)
     if slot == "gender":
         return col.replace_strict(GENDER_TEXT, return_dtype=pl.String)
     return col
@@ -156,7 +161,7 @@ def question_expr(template: VqaTemplate | str) -> pl.Expr:
     """A polars expression that fills the template's slots from the argument columns of a frame."""
     t = get_template(template)
     parts = _SLOT.split(t.text)  # literal, slot, literal, slot, ..., literal
-    exprs = [pl.lit(p) if i % 2 == 0 else _slot_text(p) for i, p in enumerate(parts) if p or i % 2]
+    exprs = [pl.lit(p) if i % 2 == 0 else _slot_text(p, parts[i - 1]) for i, p in enumerate(parts) if p or i % 2]
     return pl.concat_str(exprs).alias("question") if len(exprs) > 1 else pl.lit(t.text).alias("question")
 
 

@@ -1,0 +1,134 @@
+"""MIMIC-CXR-VQA: balanced (image, question, answer) triples over the 48 templates, statistics, release."""
+
+import json
+
+import dagster as dg
+import polars as pl
+
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
+from assets.splits import SPLITS_KEY
+from ehrxqa_pipeline import names
+from ehrxqa_pipeline.questions import vqa_stats
+from ehrxqa_pipeline.questions.vqa_programs import answer_vocabulary
+from ehrxqa_pipeline.questions.vqa_records import build_records, write_split_json
+from ehrxqa_pipeline.questions.vqa_sampling import sample_vqa
+from resources import PipelineConfig, Warehouse
+
+QUESTIONS_KEY = dg.AssetKey([names.MIMIC_CXR_VQA, "questions"])
+STATS_KEY = dg.AssetKey([names.MIMIC_CXR_VQA, "statistics"])
+RELEASE_KEY = dg.AssetKey([names.RELEASE, "mimic_cxr_vqa"])
+SPLIT_NAMES = ("train", "valid", "test")
+MIN_QUESTIONS_FOR_ENTROPY = 20  # below this, one question more or less swings the entropy comparison
+ENTROPY_SCHEMA = {"split": pl.String, "template_key": pl.String, "template_index": pl.Int64, "n": pl.Int64,
+                  "answers": pl.Int64, "entropy": pl.Float64, "uniform_sample_entropy": pl.Float64,
+                  "pool_entropy": pl.Float64, "pool_size": pl.Int64}
+COMMON = dict(automation_condition=ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"])
+
+# Labels of train/valid images come from the silver set, of test images from the gold set.
+POSITIVES_SQL = """
+    SELECT l.image_id, l.object, l.attribute FROM cxr_labels.silver l
+    JOIN splits.images i ON i.image_id = l.image_id AND i.split IN ('train', 'valid')
+    UNION ALL
+    SELECT l.image_id, l.object, l.attribute FROM cxr_labels.gold l
+    JOIN splits.images i ON i.image_id = l.image_id AND i.split = 'test'
+    ORDER BY image_id, object, attribute"""
+
+
+def _questions_and_images(con) -> tuple[pl.DataFrame, pl.DataFrame]:
+    return (con.execute(f"SELECT * FROM {names.MIMIC_CXR_VQA}.questions ORDER BY split_order, q").pl()
+            .drop("split_order", "q"),
+            con.execute("SELECT * FROM splits.images").pl())
+
+
+@dg.asset(key=QUESTIONS_KEY, group_name=names.MIMIC_CXR_VQA, code_version="1", kinds={"duckdb", "polars"},
+          deps=[SPLITS_KEY, LABEL_KEYS["silver"], LABEL_KEYS["gold"], ONTOLOGY_KEY],
+          check_specs=[dg.AssetCheckSpec("answers_in_vocabulary", asset=QUESTIONS_KEY, blocking=True),
+                       dg.AssetCheckSpec("one_question_per_image_template", asset=QUESTIONS_KEY, blocking=True),
+                       dg.AssetCheckSpec("entropy_at_least_uniform", asset=QUESTIONS_KEY, blocking=False,
+                                         description="Per template, balanced answers are at least as "
+                                                     "diverse as a uniform-random sample of the pool.")],
+          description="Grain: one row per sampled (image, template, arguments) with its answer, per split. "
+                      "Arguments from ontology-valid combinations; per template the answer distribution is "
+                      "balanced (entropy), each template at most once per image, rarely used images "
+                      "favoured. Source: splits.images, cxr_labels.{silver,gold}, cxr_labels.pairs.", **COMMON)
+def questions(pipeline_config: PipelineConfig, warehouse: Warehouse):
+    seed = pipeline_config.settings().seed
+    with warehouse.connect() as con:
+        pairs = con.execute("SELECT object, attribute, category FROM cxr_labels.pairs").pl()
+        positives = con.execute(POSITIVES_SQL).pl()
+        images = con.execute("SELECT * FROM splits.images").pl()
+    sample = sample_vqa(pairs, positives, images, seed=seed)
+    entropy = vqa_stats.answer_entropy(sample, seed=seed)
+    vocabulary = answer_vocabulary(pairs)
+    q = sample.questions.with_row_index("q").with_columns(
+        split_order=pl.col("split").replace_strict({s: i for i, s in enumerate(SPLIT_NAMES)}, return_dtype=pl.Int8))
+    with warehouse.connect() as con:
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {names.MIMIC_CXR_VQA}")
+        entropy_frame = pl.DataFrame(entropy, schema=ENTROPY_SCHEMA)
+        for table, frame in (("questions", q), ("answer_entropy", entropy_frame),
+                             ("vocabulary", pl.DataFrame({"answer": vocabulary}))):
+            con.register("_frame", frame)
+            con.execute(f"CREATE OR REPLACE TABLE {names.MIMIC_CXR_VQA}.{table} AS SELECT * FROM _frame")
+            con.unregister("_frame")
+    outside = q.explode("answer").filter(pl.col("answer").is_not_null() & ~pl.col("answer").is_in(vocabulary))
+    repeated = q.group_by("split", "template_key", "image_id").len().filter(pl.col("len") > 1).height
+    judged = [r for r in entropy if r["n"] >= MIN_QUESTIONS_FOR_ENTROPY]
+    low = [f"{r['split']}/{r['template_key']}" for r in judged if r["entropy"] + 1e-9 < r["uniform_sample_entropy"]]
+    per_split = dict(q.group_by("split").len().sort("split").rows())
+    yield dg.MaterializeResult(metadata={
+        "dagster/row_count": q.height, "questions_per_split": dg.MetadataValue.json(per_split),
+        "vocabulary_size": len(vocabulary), "rejected_positives": sample.rejected_positives.height})
+    yield dg.AssetCheckResult(check_name="answers_in_vocabulary", passed=outside.height == 0,
+                              metadata={"answers_outside": outside.height})
+    yield dg.AssetCheckResult(check_name="one_question_per_image_template", passed=repeated == 0,
+                              metadata={"repeated_image_templates": repeated})
+    yield dg.AssetCheckResult(check_name="entropy_at_least_uniform", passed=not low,
+                              severity=dg.AssetCheckSeverity.WARN,
+                              description=f"{len(judged) - len(low)} of {len(judged)} (split, template) samples "
+                                          f"with >= {MIN_QUESTIONS_FOR_ENTROPY} questions are at least as "
+                                          f"diverse as uniform random; {len(entropy) - len(judged)} too small "
+                                          "to judge",
+                              metadata={"templates_below_uniform": dg.MetadataValue.json(low)})
+
+
+@dg.asset(key=STATS_KEY, group_name=names.MIMIC_CXR_VQA, code_version="1", deps=[QUESTIONS_KEY],
+          kinds={"duckdb"}, description="Grain: one table per view (cf. paper Tables B4, B5, B6: images, "
+          "questions, answers, samples per split; by content type; by semantic type) plus answer entropy per "
+          "template vs a uniform-random sample. Source: mimic_cxr_vqa.questions. Also written to "
+          "EHRXQA_HOME/release/mimic-cxr-vqa/statistics.{md,json}.", **COMMON)
+def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
+    with warehouse.connect() as con:
+        q, images = _questions_and_images(con)
+        entropy = con.execute(f"SELECT * FROM {names.MIMIC_CXR_VQA}.answer_entropy").pl().to_dicts()
+    frame = vqa_stats.frame_from_records(build_records(q, images))
+    md = vqa_stats.render_markdown(frame, entropy)
+    stats = {"overall": vqa_stats.overall(frame), "by_content_type": vqa_stats.by_content_type(frame),
+             "by_semantic_type": vqa_stats.by_semantic_type(frame), "answer_entropy": entropy}
+    out = pipeline_config.settings().release_dir / "mimic-cxr-vqa"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "statistics.md").write_text(md)
+    (out / "statistics.json").write_text(json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    return dg.MaterializeResult(metadata={"statistics": dg.MetadataValue.md(md),
+                                          "overall": dg.MetadataValue.json(stats["overall"])})
+
+
+@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="1", deps=[QUESTIONS_KEY], kinds={"json"},
+          description="Grain: one JSON record per question in the published MIMIC-CXR-VQA format, one file "
+          "per split: EHRXQA_HOME/release/mimic-cxr-vqa/{train,valid,test}.json (plus answer_vocabulary.json). "
+          "Source: mimic_cxr_vqa.questions, splits.images.", **COMMON)
+def release_mimic_cxr_vqa(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
+    with warehouse.connect() as con:
+        q, images = _questions_and_images(con)
+        vocabulary = [r[0] for r in con.execute(f"SELECT answer FROM {names.MIMIC_CXR_VQA}.vocabulary").fetchall()]
+    records = build_records(q, images)
+    out = pipeline_config.settings().release_dir / "mimic-cxr-vqa"
+    for split in SPLIT_NAMES:
+        write_split_json(records.get(split, []), out / f"{split}.json")
+    (out / "answer_vocabulary.json").write_text(json.dumps(vocabulary, indent=2) + "\n")
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": sum(len(v) for v in records.values()), "path": dg.MetadataValue.path(str(out)),
+        "records_per_split": dg.MetadataValue.json({s: len(records.get(s, [])) for s in SPLIT_NAMES})})
+
+
+MIMIC_CXR_VQA_ASSETS = [questions, statistics, release_mimic_cxr_vqa]

@@ -1,0 +1,97 @@
+"""MIMIC-CXR-VQA records in the published JSON format (reference-builders.md 4.4).
+
+One record per sampled question, fields in this order: split, idx, subject_id, study_id, image_id,
+image_path, question, semantic_type, content_type, template, template_program, template_arguments,
+answer. ``template_arguments`` is {"object": {"0": ..., "1": ...}, "attribute": {}, "category": {},
+"viewpos": {}, "gender": {}} with raw category ids, viewpos AP/PA and gender M/F, as published.
+
+Deliberate difference from the published files: subject_id and study_id are JSON integers. The published
+builder serialised numpy integers with ``default=str``, so they came out as strings by accident.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+from ehrxqa_pipeline.questions.vqa_templates import ARGUMENT_KINDS, TEMPLATES, question_expr
+
+RECORD_FIELDS = ("split", "idx", "subject_id", "study_id", "image_id", "image_path", "question", "semantic_type",
+                 "content_type", "template", "template_program", "template_arguments", "answer")
+
+
+def _template_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """Adds question, semantic_type, content_type, template, template_program (one pass per template)."""
+    parts = []
+    for t in TEMPLATES:
+        part = frame.filter(pl.col("template_key") == t.key)
+        if part.height:
+            parts.append(part.with_columns(question_expr(t), semantic_type=pl.lit(t.semantic_type),
+                                           content_type=pl.lit(t.content_type), template=pl.lit(t.text),
+                                           template_program=pl.lit(t.program)))
+    unknown = set(frame["template_key"]) - {t.key for t in TEMPLATES}
+    if unknown:
+        raise ValueError(f"questions: unknown template keys {sorted(unknown)}")
+    return pl.concat(parts).sort("_q") if parts else frame
+
+
+def record_frame(questions: pl.DataFrame, images: pl.DataFrame) -> pl.DataFrame:
+    """The record columns as a frame (argument columns kept flat), in the order of ``questions``;
+    ``idx`` counts from 0 within each split."""
+    q = questions.with_row_index("_q").join(
+        images.select("image_id", "subject_id", "study_id", "image_path"), on="image_id", how="left",
+        maintain_order="left")
+    if q["subject_id"].null_count() or q["image_path"].null_count():
+        raise ValueError("questions name images that are missing from images (or lack subject_id/image_path)")
+    q = _template_columns(q).with_columns(idx=pl.int_range(pl.len()).over("split"))
+    arg_cols = [c for cols in ARGUMENT_KINDS.values() for c in cols]
+    return q.select(*[c for c in RECORD_FIELDS if c not in ("template_arguments",)], *arg_cols)
+
+
+def _arguments(values: tuple) -> dict:
+    out, i = {}, 0
+    for kind, cols in ARGUMENT_KINDS.items():
+        vals = values[i:i + len(cols)]
+        i += len(cols)
+        out[kind] = {str(k): v for k, v in enumerate(vals) if v is not None}
+    return out
+
+
+def build_records(questions: pl.DataFrame, images: pl.DataFrame) -> dict[str, list[dict]]:
+    """Split -> list of records (dicts in RECORD_FIELDS order), from ``sample_vqa(...).questions``.
+
+    Building the dicts is the one per-row step: it only formats output for ``json``."""
+    f = record_frame(questions, images)
+    n_args = sum(len(c) for c in ARGUMENT_KINDS.values())
+    head = [c for c in RECORD_FIELDS if c not in ("template_arguments", "answer")]
+    cols = [f[c].to_list() for c in head]
+    args = [f[c].to_list() for c in f.columns[-n_args:]]
+    answers = f["answer"].to_list()
+    out: dict[str, list[dict]] = {}
+    for i, row in enumerate(zip(*cols)):
+        rec = dict(zip(head, row))
+        rec["template_arguments"] = _arguments(tuple(a[i] for a in args))
+        rec["answer"] = answers[i]
+        out.setdefault(rec["split"], []).append(rec)
+    return out
+
+
+def write_split_json(records: list[dict], path: str | Path) -> None:
+    """Write one split's records as a JSON array (indent 2, field order as given, record order kept),
+    atomically: a temporary file in the same folder is renamed over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            json.dump(records, fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; release files are for everyone who may read the folder
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,104 @@
+"""A whole build on a generated source WITH phantom JPEGs, on a temporary instance: funnels equal the
+planted counts, every check passes, the release files exist, and every released answer is re-derived
+independently from the label table. Then one JPEG is damaged and only it leaves the cohort."""
+
+import json
+
+import dagster as dg
+import duckdb
+import pytest
+
+from ehrxqa_pipeline.cli.build import build
+from ehrxqa_pipeline.config import Settings
+from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES
+from tests.questions import expected_answer
+
+SLOTS = {"object": ("object_1", "object_2"), "attribute": ("attribute_1", "attribute_2"),
+         "category": ("category_1", "category_2"), "viewpos": ("viewpos",), "gender": ("gender",)}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    from ehrxqa_pipeline.demo.generate import generate_source
+
+    tmp = tmp_path_factory.mktemp("e2e")
+    manifest = generate_source(tmp / "source", seed=11, scale="demo", patients=30, log=lambda _: None)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("EHRXQA_HOME", str(tmp / "home"))
+    mp.setenv("EHRXQA_SOURCE_ROOT", str(tmp / "source"))
+    (tmp / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
+        settings = Settings.resolve()
+        summary = build(settings, instance=instance)
+        yield settings, instance, manifest, summary
+    mp.undo()
+
+
+def _metadata(instance, *path):
+    return instance.get_latest_materialization_event(dg.AssetKey(list(path))).asset_materialization.metadata
+
+
+def test_build_succeeds_with_every_check(built):
+    _, _, _, summary = built
+    assert summary.success, summary.failures
+    failed = [c for c in summary.checks if not c[2]]
+    assert not failed, failed
+    assert {"cxr_cohort/silver", "cxr_labels/silver", "splits/images", "mimic_cxr_vqa/questions",
+            "release/mimic_cxr_vqa"} <= set(summary.materialized)
+
+
+def test_funnels_equal_planted_counts(built):
+    _, instance, manifest, _ = built
+    planted = manifest["planted"]["imagenome"]["funnel"]
+    silver = _metadata(instance, "cxr_cohort", "silver")["funnel_json"].value
+    assert [n for _, n in silver][:-1] == [n for _, n in planted["silver"]]
+    assert silver[-1] == ["sound_jpeg", planted["silver"][-1][1]]  # every phantom JPEG is sound
+    assert _metadata(instance, "cxr_cohort", "gold")["funnel_json"].value[-1][1] == planted["gold"][-1][1]
+
+
+def test_release_answers_rederived_from_label_table(built):
+    settings, _, _, _ = built
+    con = duckdb.connect(str(settings.warehouse), read_only=True)
+    category = dict(con.execute("SELECT DISTINCT attribute, category FROM cxr_labels.pairs").fetchall())
+    positives: dict[str, set] = {}
+    for table, splits in (("silver", "('train', 'valid')"), ("gold", "('test')")):
+        for image, obj, attr in con.execute(
+                f"SELECT l.image_id, l.object, l.attribute FROM cxr_labels.{table} l JOIN splits.images i "
+                f"USING (image_id) WHERE i.split IN {splits}").fetchall():
+            positives.setdefault(image, set()).add((obj, attr))
+    images = {r[0]: dict(zip(("view_position", "gender", "ctr", "mtr"), r[1:])) for r in con.execute(
+        "SELECT image_id, view_position, gender, ctr, mtr FROM splits.images").fetchall()}
+    vocabulary = set(json.loads((settings.release_dir / "mimic-cxr-vqa" / "answer_vocabulary.json").read_text()))
+    total = 0
+    for split in ("train", "valid", "test"):
+        records = json.loads((settings.release_dir / "mimic-cxr-vqa" / f"{split}.json").read_text())
+        assert records and all(r["split"] == split for r in records)
+        seen = set()
+        for r in records:
+            args = {SLOTS[kind][int(i)]: v for kind, vals in r["template_arguments"].items()
+                    for i, v in vals.items()}
+            assert (r["image_id"], r["template"]) not in seen  # each template at most once per image
+            seen.add((r["image_id"], r["template"]))
+            assert set(r["answer"]) <= vocabulary
+            template_key = TEMPLATES[int(r["template_program"].split("_")[1]) - 1].key
+            assert r["answer"] == expected_answer(template_key, positives.get(r["image_id"], set()),
+                                                  images[r["image_id"]], args, category), r
+            total += 1
+    assert total > 1000
+
+
+def test_damaged_jpeg_leaves_only_its_image(built):
+    settings, instance, _, _ = built
+    con = duckdb.connect(str(settings.warehouse), read_only=True)
+    before = con.execute("SELECT count(*) FROM cxr_cohort.silver").fetchone()[0]
+    image, path = con.execute("""SELECT s.image_id, i.relpath FROM cxr_cohort.silver s
+                                 JOIN cxr_cohort.image_integrity i ON i.dicom_id = s.image_id
+                                 ORDER BY s.image_id LIMIT 1""").fetchone()
+    con.close()
+    jpeg = settings.source_dir / "mimic-cxr-jpg/2.0.0/files" / path
+    jpeg.write_bytes(jpeg.read_bytes()[:200])
+    assert build(settings, select="group:cxr_cohort", instance=instance).success  # quarantine, not failure
+    con = duckdb.connect(str(settings.warehouse), read_only=True)
+    assert con.execute("SELECT count(*) FROM cxr_cohort.silver").fetchone()[0] == before - 1
+    assert con.execute("SELECT reason FROM cxr_cohort.silver_rejected WHERE image_id = ?",
+                       [image]).fetchone() == ("undecodable_jpeg",)
