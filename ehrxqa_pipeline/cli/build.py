@@ -112,5 +112,8 @@ def format_summary(s: BuildSummary, settings: Settings) -> str:
     lines.append(f"source:    {settings.source_dir}{' (synthetic)' if settings.synthetic else ''}")
     lines.append(f"warehouse: {settings.warehouse}  (DuckDB; schema per asset group, e.g. ingest.patients)")
     lines.append(f"instance:  {settings.dagster_home}  (`make dev` opens the UI on it)")
+    if settings.release_dir.exists():
+        lines.append(f"release:   {settings.release_dir}  ("
+                     + ", ".join(sorted(p.name for p in settings.release_dir.iterdir() if p.is_dir())) + ")")
     lines.append("build " + ("succeeded" if s.success else "FAILED"))
     return "\n".join(lines)
