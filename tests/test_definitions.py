@@ -42,3 +42,15 @@ def test_schedule_and_sensor_run_by_default():
     assert sched.default_status == dg.DefaultScheduleStatus.RUNNING and sched.cron_schedule == "0 3 * * 1"
     sensor = defs.resolve_sensor_def("ehrxqa_automation")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+
+
+def test_every_stage_present_and_automated():
+    graph = defs.resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.materializable_asset_keys}
+    assert {"cxr_cohort/image_rules", "cxr_cohort/image_integrity", "cxr_cohort/silver", "cxr_cohort/gold",
+            "cxr_labels/ontology", "cxr_labels/silver", "cxr_labels/gold", "splits/images",
+            "mimic_cxr_vqa/questions", "mimic_cxr_vqa/statistics", "release/mimic_cxr_vqa"} <= keys
+    for key in graph.materializable_asset_keys:
+        assert graph.get(key).automation_condition is not None, key
+    integrity = graph.get(dg.AssetKey(["cxr_cohort", "image_integrity"]))
+    assert integrity.partitions_def.get_partition_keys() == [f"p{n}" for n in range(10, 20)]
