@@ -1,0 +1,275 @@
+"""NeuralSQL parser: post-process, parse (sqlglot, SQLite dialect), validate, rewrite for execution.
+
+NeuralSQL = SQLite SQL plus ``FUNC_VQA(question, study_id)``, which asks a VQA module a question about
+the image of a study (EHRXQA paper, section 4.1.3 / appendix C.3; reference-builders.md 6.4).
+
+Validation (each failure is a NeuralSqlError naming the problem and its line/column):
+- exactly one statement whose root is SELECT, UNION, INTERSECT or EXCEPT (no DELETE/UPDATE/PRAGMA ...);
+- ``FUNC_VQA`` (any case) has exactly two arguments: a non-empty string literal question (single quotes,
+  or double quotes as EHRXQA writes it) and an expression yielding the study id (not a string, NULL or
+  ``*``), and no FUNC_VQA nested in its arguments;
+- when the caller passes the database's names: every other function is a SQLite function and every
+  table is a database table or a CTE; ``hidden_tables`` (the answer sheet TB_CXR_PLUS) are refused.
+
+Rewrites (the executable SQL is sqlglot's SQLite rendering of the rewritten tree):
+- the question becomes a single-quoted literal and the function name ``func_vqa``;
+- a select item that is a bare ``FUNC_VQA(...)`` (optionally aliased) becomes ``_vqaN.value`` with
+  ``CROSS JOIN json_each(func_vqa_rows(...)) AS _vqaN`` appended to that SELECT: a list answer yields one
+  row per element (none for an empty list), a yes/no answer one row 1/0, an abstention one NULL row.
+  This is the only place list answers are allowed; elsewhere FUNC_VQA is a scalar (1/0/NULL);
+- in every AND / OR chain the FUNC_VQA operands move last (``_vqa_last``), and a SELECT with only inner
+  joins gets its ON conditions in WHERE when FUNC_VQA is among them, so plain filters run first;
+- a parenthesised arm of a set operation (which SQLite rejects) is unwrapped, or wrapped as
+  ``SELECT * FROM (...)`` when it has its own ORDER BY / LIMIT.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from ehrxqa_pipeline.questions.neuralsql.errors import NeuralSqlSyntaxError, NeuralSqlValidationError
+
+CURRENT_TIME = "2105-12-31 23:59:00"  # reference-builders.md 5.1 / 6.6: "now" of the EHRXQA database
+VQA_FUNCTION = "func_vqa"
+ROWS_FUNCTION = "func_vqa_rows"  # the list-exploding variant the executor registers
+TABLE_FUNCTIONS = frozenset({"json_each", "json_tree"})
+ROOT_KINDS = (exp.Select, exp.Union, exp.Intersect, exp.Except)
+_CURRENT_TIME = re.compile(r"\bcurrent_time\b", re.IGNORECASE)
+_SPACED_OPS = re.compile(r"([<>!])\s+=")
+_TOKEN = re.compile(r"<Token token_type: [\w.]+, text: (.*?), line: .*?>")
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def postprocess_query(sql: str, current_time: str = CURRENT_TIME) -> str:
+    """reference-builders.md 6.6, for lower-cased stored queries: curly -> straight quotes; ``< =`` (and
+    ``> =``, ``! =``) -> ``<=``; the ``current_time`` placeholder -> ``'2105-12-31 23:59:00'``; ``%y`` ->
+    ``%Y`` and ``%j`` -> ``%J`` (strftime codes whose case the lower-casing destroyed).
+
+    The published ``''`` -> ``'`` step is not applied: ``''`` is SQL's escaped quote, so the replacement
+    breaks valid literals (``'alzheimer''s'``) and fixes nothing a correct query needs.
+    """
+    text = sql.translate(_QUOTES)
+    text = _SPACED_OPS.sub(r"\1=", text)
+    text = _CURRENT_TIME.sub(f"'{current_time}'", text)
+    return text.replace("%y", "%Y").replace("%j", "%J")
+
+
+@dataclass(frozen=True)
+class VqaCall:
+    """One FUNC_VQA call of a query."""
+
+    question: str
+    study: str  # SQL of the study-id argument
+    projected: bool  # a bare select item: list answers allowed (exploded into rows)
+    line: int | None
+    col: int | None
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """A validated query: the post-processed source, its executable SQLite text and its FUNC_VQA calls."""
+
+    source: str
+    sql: str
+    calls: tuple[VqaCall, ...]
+    ordered: bool  # the root query has ORDER BY: its row order is part of the answer
+
+    @property
+    def has_vqa(self) -> bool:
+        return bool(self.calls)
+
+
+def _pos(node: exp.Expression, text: str) -> dict:
+    """1-based line/column where a node's name starts (sqlglot keeps offsets on names and identifiers)."""
+    for n in (node, *node.find_all(exp.Identifier)):
+        if "start" in n.meta:
+            start = n.meta["start"]
+            return {"line": text.count("\n", 0, start) + 1, "col": start - text.rfind("\n", 0, start)}
+    return {}
+
+
+def _is_vqa(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Anonymous) and str(node.this).lower() == VQA_FUNCTION
+
+
+def _question_literal(arg: exp.Expression) -> str | None:
+    if isinstance(arg, exp.Literal) and arg.is_string:
+        return arg.this
+    # SQLite reads "text" that names no column as a string; EHRXQA writes FUNC_VQA("question", ...)
+    if isinstance(arg, exp.Column) and not arg.table and arg.this.quoted:
+        return arg.this.this
+    return None
+
+
+def _check_vqa(node: exp.Anonymous, text: str) -> tuple[str, exp.Expression]:
+    args = node.expressions
+    if len(args) != 2:
+        raise NeuralSqlValidationError(
+            f"FUNC_VQA takes 2 arguments (question, study_id); got {len(args)}: {node.sql(dialect='sqlite')}",
+            **_pos(node, text))
+    question, study = args
+    for arg in args:
+        if any(_is_vqa(n) for n in arg.walk()):
+            raise NeuralSqlValidationError("FUNC_VQA cannot be nested inside FUNC_VQA arguments", **_pos(node, text))
+    q = _question_literal(question)
+    if q is None:
+        raise NeuralSqlValidationError(
+            f"FUNC_VQA's first argument must be a string literal question; got {question.sql(dialect='sqlite')}",
+            **_pos(node, text))
+    if not q.strip():
+        raise NeuralSqlValidationError("FUNC_VQA's question is empty", **_pos(node, text))
+    if (isinstance(study, (exp.Star, exp.Null)) or (isinstance(study, exp.Literal) and study.is_string)
+            or _question_literal(study) is not None):
+        raise NeuralSqlValidationError(
+            f"FUNC_VQA's second argument must yield a study_id; got {study.sql(dialect='sqlite')}", **_pos(node, text))
+    return q, study
+
+
+def _parse_one(text: str) -> exp.Expression:
+    try:
+        statements = [s for s in sqlglot.parse(text, read="sqlite") if s is not None]
+    except ParseError as e:
+        first = e.errors[0] if e.errors else {}
+        description = _TOKEN.sub(r"'\1'", str(first.get("description", e)))
+        raise NeuralSqlSyntaxError(f"syntax error: {description}",
+                                   line=first.get("line"), col=first.get("col")) from None
+    except TokenError as e:
+        raise NeuralSqlSyntaxError(f"syntax error: {e}") from None
+    if len(statements) != 1:
+        raise NeuralSqlValidationError(f"expected exactly one SQL statement; got {len(statements)}")
+    root = statements[0]
+    while isinstance(root, exp.Subquery) and not root.alias and isinstance(root.this, ROOT_KINDS):
+        root = root.this
+    if not isinstance(root, ROOT_KINDS):
+        raise NeuralSqlValidationError(
+            f"only SELECT / UNION / INTERSECT / EXCEPT queries can run; got a {root.key.upper()} statement")
+    return root
+
+
+def _check_names(root: exp.Expression, text: str, tables: Collection[str] | None,
+                 functions: Collection[str] | None, hidden_tables: Collection[str]) -> None:
+    ctes = {c.alias_or_name.lower() for c in root.find_all(exp.CTE)}
+    for node in root.find_all(exp.Anonymous):
+        name = str(node.this).lower()
+        if name == VQA_FUNCTION or (isinstance(node.parent, exp.Table) and name in TABLE_FUNCTIONS):
+            continue
+        if functions is not None and name not in functions:
+            raise NeuralSqlValidationError(f"unknown function {name.upper()}", **_pos(node, text))
+    for table in root.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            continue  # table-valued function, checked above
+        name = table.name.lower()
+        if name in ctes:
+            continue
+        if name in hidden_tables:
+            raise NeuralSqlValidationError(
+                f"table {name} is the hidden answer sheet; NeuralSQL reads images only through FUNC_VQA",
+                **_pos(table, text))
+        if tables is not None and name not in tables:
+            raise NeuralSqlValidationError(f"unknown table {name}", **_pos(table, text))
+
+
+def _explode_select_items(root: exp.Expression) -> set[int]:
+    """Rewrite bare FUNC_VQA select items into json_each rows; returns ids of the rewritten calls."""
+    projected: set[int] = set()
+    for n, select in enumerate(list(root.find_all(exp.Select))):
+        items = select.expressions
+        for i, item in enumerate(items):
+            call = item.this if isinstance(item, exp.Alias) else item
+            if not _is_vqa(call):
+                continue
+            projected.add(id(call))
+            name = f"_vqa{n}_{i}"
+            rows = exp.Anonymous(this=ROWS_FUNCTION, expressions=[a.copy() for a in call.expressions])
+            source = exp.Table(this=exp.Anonymous(this="json_each", expressions=[rows]),
+                               alias=exp.TableAlias(this=exp.to_identifier(name)))
+            value = exp.column("value", table=name)
+            items[i] = exp.alias_(value, item.alias) if isinstance(item, exp.Alias) else value
+            if select.args.get("from_") is None:
+                select.set("from_", exp.From(this=source))
+            else:
+                select.append("joins", exp.Join(this=source, kind="CROSS"))  # CROSS: keep it innermost
+        select.set("expressions", items)
+    return projected
+
+
+def _has_vqa(node: exp.Expression) -> bool:
+    return any(_is_vqa(x) for x in node.walk())
+
+
+def _inner_join_conditions_to_where(root: exp.Expression) -> None:
+    """For a SELECT whose joins are all inner, move ON conditions into WHERE when any condition asks
+    FUNC_VQA (equivalent for inner joins); SQLite checks WHERE terms before ON terms, so otherwise a FUNC_VQA
+    filter in WHERE would run before a time-window ON condition prunes the pair."""
+    for select in root.find_all(exp.Select):
+        joins = select.args.get("joins") or []
+        if not joins or any(j.args.get("side") or j.args.get("method") or j.args.get("using")
+                            or (j.args.get("kind") or "INNER").upper() not in ("INNER", "CROSS") for j in joins):
+            continue
+        conds = [j.args["on"] for j in joins if j.args.get("on") is not None]
+        where = select.args.get("where")
+        if where is not None:
+            conds.insert(0, where.this)
+        if not conds or not any(_has_vqa(c) for c in conds):
+            continue
+        for j in joins:
+            j.set("on", None)
+        parts = [p for c in conds for p in (c.flatten() if isinstance(c, exp.And) else [c])]
+        select.set("where", exp.Where(this=exp.and_(*parts, copy=False)))
+
+
+def _vqa_last(root: exp.Expression) -> None:
+    """Move FUNC_VQA operands of every AND / OR chain after the others (stable). Both are commutative in
+    SQL's three-valued logic, and SQLite evaluates a chain left to right with short-circuit, so plain filters
+    prune rows (and true disjuncts settle rows) before any image question is asked."""
+    heads = [n for n in root.walk(bfs=False) if isinstance(n, (exp.And, exp.Or)) and type(n.parent) is not type(n)]
+    for head in reversed(heads):  # innermost chains first
+        ops = list(head.flatten())
+        has_vqa = [_has_vqa(op) for op in ops]
+        if has_vqa != sorted(has_vqa):
+            ordered = [op for op, v in zip(ops, has_vqa) if not v] + [op for op, v in zip(ops, has_vqa) if v]
+            build = exp.and_ if isinstance(head, exp.And) else exp.or_
+            head.replace(build(*ordered, copy=False))
+
+
+def _unwrap_set_arms(root: exp.Expression) -> None:
+    for setop in list(root.find_all(exp.SetOperation)):
+        for key in ("this", "expression"):
+            arm = setop.args.get(key)
+            if isinstance(arm, exp.Subquery) and isinstance(arm.this, exp.Query):
+                inner = arm.this
+                if inner.args.get("order") or inner.args.get("limit") or inner.args.get("offset"):
+                    setop.set(key, exp.select("*").from_(arm.copy().as_("_arm")))
+                else:
+                    setop.set(key, inner)
+
+
+def parse_neuralsql(sql: str, *, tables: Collection[str] | None = None, functions: Collection[str] | None = None,
+                    hidden_tables: Collection[str] = ("tb_cxr_plus",), postprocess: bool = True) -> ParsedQuery:
+    """Parse and validate one NeuralSQL (or plain SQL) query; see the module docstring.
+
+    ``tables`` / ``functions``: lower-case names known to the database (None skips that check).
+    """
+    source = postprocess_query(sql) if postprocess else sql
+    root = _parse_one(source)
+    _check_names(root, source, None if tables is None else {t.lower() for t in tables},
+                 None if functions is None else {f.lower() for f in functions}, {t.lower() for t in hidden_tables})
+    found = []
+    for node in list(root.find_all(exp.Anonymous)):
+        if _is_vqa(node):
+            question, study = _check_vqa(node, source)
+            node.set("this", VQA_FUNCTION)
+            node.set("expressions", [exp.Literal.string(question), study])
+            found.append((node, question, study.sql(dialect="sqlite"), _pos(node, source)))
+    projected = _explode_select_items(root)
+    _inner_join_conditions_to_where(root)
+    _vqa_last(root)
+    _unwrap_set_arms(root)
+    calls = tuple(VqaCall(q, s, id(n) in projected, p.get("line"), p.get("col")) for n, q, s, p in found)
+    return ParsedQuery(source, root.sql(dialect="sqlite"), calls, bool(root.args.get("order")))
