@@ -1,0 +1,134 @@
+"""Checks of a built database; each returns ``(passed, details)``.
+
+``schema`` / ``answers_schema`` may name warehouse schemas (``ehr_silver``) or the main schema of an
+attached export (``x.main``). Checks: declared keys (row_id 0..n-1, UNIQUE, NOT NULL, foreign keys
+resolve), every time inside [start, current time] (dob excepted: it only has to precede the current
+time), the exact current-patient count with one open admission each (their latest), ages, every TB_CXR
+image present in the image tree, and the answer sheet's one row per TB_CXR image x pair.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+
+from ehrxqa_pipeline.ehr.config import DbConfig
+from ehrxqa_pipeline.ehr.ddl import ANSWER_TABLE, TABLES, Table
+from ehrxqa_pipeline.sources.schema import image_relpath
+
+Check = tuple[bool, dict]
+
+
+def _one(con, sql: str) -> int:
+    return int(con.execute(sql).fetchone()[0] or 0)
+
+
+def check_keys(con: duckdb.DuckDBPyConnection, schema: str, answers_schema: str | None = None) -> Check:
+    """PRIMARY KEY / UNIQUE / NOT NULL / FOREIGN KEY declarations of ``ddl`` hold on the data."""
+    problems: dict[str, int] = {}
+    targets: list[tuple[Table, str]] = [(t, schema) for t in TABLES]
+    if answers_schema:
+        targets.append((ANSWER_TABLE, answers_schema))
+    for table, sch in targets:
+        src = f"{sch}.{table.name}"
+        n = _one(con, f"SELECT count(*) FROM {src}")
+        if _one(con, f"SELECT count(DISTINCT row_id) FILTER (row_id BETWEEN 0 AND {n - 1}) FROM {src}") != n:
+            problems[f"{table.name}.row_id_not_0_to_n-1"] = n
+        for col in (c.name for c in table.columns if c.not_null):
+            if bad := _one(con, f"SELECT count(*) FROM {src} WHERE {col} IS NULL"):
+                problems[f"{table.name}.{col}_null"] = bad
+        for key in table.unique:
+            cols = ", ".join(key)
+            if bad := _one(con, f"SELECT count(*) FROM (SELECT {cols} FROM {src} GROUP BY ALL HAVING count(*) > 1)"):
+                problems[f"{table.name}.({cols})_duplicated"] = bad
+        for col, parent, pcol in table.foreign_keys:
+            bad = _one(con, f"SELECT count(*) FROM {src} c WHERE c.{col} IS NOT NULL AND NOT EXISTS "
+                            f"(SELECT 1 FROM {sch}.{parent} p WHERE p.{pcol} = c.{col})")
+            if bad:
+                problems[f"{table.name}.{col}->{parent}.{pcol}_orphans"] = bad
+    return not problems, {"problems": problems, "tables": len(targets)}
+
+
+def check_time_bounds(con: duckdb.DuckDBPyConnection, schema: str, answers_schema: str | None,
+                      config: DbConfig) -> Check:
+    """Every timestamp lies in [start, current time]; dob precedes the current time."""
+    start, now = config.sql_bounds()
+    problems: dict[str, int] = {}
+    targets = [(t, schema) for t in TABLES] + ([(ANSWER_TABLE, answers_schema)] if answers_schema else [])
+    checked = 0
+    for table, sch in targets:
+        for col in (c.name for c in table.columns if c.type == "ts"):
+            low = "" if (table.name, col) == ("patients", "dob") else f"{col} < {start} OR "
+            checked += 1
+            if bad := _one(con, f"SELECT count(*) FROM {sch}.{table.name} WHERE {low}{col} > {now}"):
+                problems[f"{table.name}.{col}"] = bad
+    latest = con.execute(f"SELECT max(admittime) FROM {schema}.admissions").fetchone()[0]
+    return not problems, {"problems": problems, "columns_checked": checked, "latest_admittime": str(latest)}
+
+
+def check_current_patients(con: duckdb.DuckDBPyConnection, schema: str, expected: int) -> Check:
+    """Exactly ``expected`` patients have an open admission (null dischtime); each has one, its latest."""
+    row = con.execute(f"""
+        WITH open AS (SELECT subject_id, count(*) AS n, max(admittime) AS t FROM {schema}.admissions
+                      WHERE dischtime IS NULL GROUP BY 1),
+        last AS (SELECT subject_id, max(admittime) AS t FROM {schema}.admissions GROUP BY 1)
+        SELECT count(*), count(*) FILTER (o.n > 1), count(*) FILTER (o.t < l.t)
+        FROM open o JOIN last l USING (subject_id)""").fetchone()
+    details = {"current_patients": row[0], "expected": expected, "with_several_open_admissions": row[1],
+               "open_admission_not_latest": row[2]}
+    return row[0] == expected and row[1] == 0 and row[2] == 0, details
+
+
+def check_ages(con: duckdb.DuckDBPyConnection, schema: str, config: DbConfig) -> Check:
+    """Ages at admission within [min_age, max_age] and within one year of year(admittime) - year(dob)."""
+    row = con.execute(f"""
+        SELECT count(*) FILTER (a.age NOT BETWEEN {config.min_age} AND {config.max_age}),
+               count(*) FILTER (abs(year(a.admittime) - year(p.dob) - a.age) > 1),
+               min(a.age), max(a.age), count(*)
+        FROM {schema}.admissions a JOIN {schema}.patients p USING (subject_id)""").fetchone()
+    details = {"outside_range": row[0], "inconsistent_with_dob": row[1], "min_age": row[2], "max_age": row[3],
+               "admissions": row[4]}
+    return row[0] == 0 and row[1] == 0, details
+
+
+def check_images_present(con: duckdb.DuckDBPyConnection, schema: str, files_dir: Path | None) -> Check:
+    """Every TB_CXR image has its JPEG ``files/pNN/pSUBJECT/sSTUDY/IMAGE.jpg``; skipped without a tree."""
+    if files_dir is None or not Path(files_dir).is_dir():
+        return True, {"skipped": f"no image tree at {files_dir}"}
+    rows = con.execute(f"SELECT subject_id, study_id, image_id FROM {schema}.tb_cxr ORDER BY row_id").fetchall()
+    missing = [p for p in (image_relpath(*r) for r in rows) if not os.path.isfile(os.path.join(files_dir, p))]
+    return not missing, {"images": len(rows), "missing": len(missing), "first_missing": missing[:5]}
+
+
+def check_answer_sheet(con: duckdb.DuckDBPyConnection, schema: str, answers_schema: str,
+                       pairs_table: str) -> Check:
+    """TB_CXR_PLUS has exactly one row per TB_CXR image x pair of ``pairs_table``, with TB_CXR's values."""
+    row = con.execute(f"""
+        WITH expected AS (SELECT t.image_id, t.study_id, t.subject_id, t.hadm_id, t.studydatetime,
+                                 lower(p.object) AS object, lower(p.attribute) AS attribute
+                          FROM {schema}.tb_cxr t CROSS JOIN {pairs_table} p),
+        actual AS (SELECT image_id, study_id, subject_id, hadm_id, studydatetime, object, attribute
+                   FROM {answers_schema}.tb_cxr_plus)
+        SELECT (SELECT count(*) FROM expected), (SELECT count(*) FROM actual),
+               (SELECT count(*) FROM (SELECT * FROM expected EXCEPT ALL SELECT * FROM actual)),
+               (SELECT count(*) FROM (SELECT * FROM actual EXCEPT ALL SELECT * FROM expected)),
+               (SELECT count(*) FROM {answers_schema}.tb_cxr_plus WHERE relation NOT IN (0, 1))""").fetchone()
+    details = {"expected_rows": row[0], "rows": row[1], "missing_rows": row[2], "unexpected_rows": row[3],
+               "bad_relation_values": row[4]}
+    return row[2] == 0 and row[3] == 0 and row[4] == 0, details
+
+
+def run_checks(con: duckdb.DuckDBPyConnection, result, config: DbConfig,
+               files_dir: Path | None = None) -> dict[str, Check]:
+    """All checks of one build (``result``: the ``DbResult`` of ``build_database``)."""
+    s, a = result.schema, result.answers_schema
+    return {
+        "keys": check_keys(con, s, a),
+        "time_bounds": check_time_bounds(con, s, a, config),
+        "current_patients": check_current_patients(con, s, result.current_patients_drawn),
+        "ages": check_ages(con, s, config),
+        "images_present": check_images_present(con, s, files_dir),
+        "answer_sheet": check_answer_sheet(con, s, a, f"{result.build_schema}._pairs"),
+    }

@@ -1,0 +1,128 @@
+"""Deliver a built database as DuckDB and SQLite files, with the answer sheet in a separate folder.
+
+``export_database(con, schema, answers_schema, out_dir)`` writes
+
+* ``out_dir/mimic_iv_cxr.duckdb`` and ``out_dir/mimic_iv_cxr.db`` (SQLite): the 17 MIMIC-IV-derived tables
+  + TB_CXR, created with the declared DDL of ``ddl`` (PRIMARY KEY, UNIQUE, NOT NULL, FOREIGN KEY -- the
+  published build discards its DDL, defect 13) and filled parents first, so both engines enforce the keys
+  while loading (SQLite with ``PRAGMA foreign_keys=ON`` and a final ``foreign_key_check``);
+* ``answers_dir/tb_cxr_plus.duckdb`` and ``answers_dir/tb_cxr_plus.db``: the answer sheet alone, by default
+  in ``out_dir/../answers/<out_dir name>/`` so that shipping ``out_dir`` never ships the answers.
+
+SQLite stores timestamps as ``'YYYY-MM-DD HH:MM:SS'`` text, integers as INTEGER, floats as REAL; strings
+are already lower-cased by the build. Rows are written in row_id order. Determinism: the same warehouse
+contents give byte-identical SQLite files (same statements in the same order; the SHA-256 is returned);
+DuckDB files hold identical contents but not identical bytes (the storage format records block layout).
+Each file is written under a temporary name and renamed into place, so a failure leaves the previous file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from ehrxqa_pipeline.ehr.config import DB_NAME
+from ehrxqa_pipeline.ehr.ddl import ANSWER_TABLE, TABLES, Table, create_sql, select_sql
+
+BATCH = 50_000
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    duckdb_path: Path
+    sqlite_path: Path
+    answers_duckdb_path: Path
+    answers_sqlite_path: Path
+    rows: dict[str, int]
+    sqlite_sha256: str
+    answers_sqlite_sha256: str
+
+
+def export_database(con: duckdb.DuckDBPyConnection, schema: str, answers_schema: str, out_dir: Path,
+                    answers_dir: Path | None = None) -> ExportResult:
+    out_dir = Path(out_dir)
+    answers_dir = Path(answers_dir) if answers_dir else out_dir.parent / "answers" / out_dir.name
+    paths = (out_dir / f"{DB_NAME}.duckdb", out_dir / f"{DB_NAME}.db",
+             answers_dir / "tb_cxr_plus.duckdb", answers_dir / "tb_cxr_plus.db")
+    rows = write_duckdb(con, schema, TABLES, paths[0])
+    write_sqlite(con, schema, TABLES, paths[1])
+    rows.update(write_duckdb(con, answers_schema, (ANSWER_TABLE,), paths[2]))
+    write_sqlite(con, answers_schema, (ANSWER_TABLE,), paths[3])
+    return ExportResult(*paths, rows=rows, sqlite_sha256=sha256(paths[1]), answers_sqlite_sha256=sha256(paths[3]))
+
+
+def write_duckdb(con: duckdb.DuckDBPyConnection, schema: str, tables: tuple[Table, ...], path: Path) -> dict:
+    """A DuckDB file with the declared DDL, filled from ``schema``; returns rows per table."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    alias = f"_export_{uuid.uuid4().hex[:8]}"
+    rows = {}
+    con.execute(f"ATTACH '{tmp}' AS {alias}")
+    try:
+        previous = con.execute("SELECT current_database(), current_schema()").fetchone()
+        con.execute(f"USE {alias}.main")  # unqualified FOREIGN KEY targets resolve inside the new file
+        try:
+            for table in tables:
+                con.execute(create_sql(table, "duckdb"))
+                source = f'"{previous[0]}".{schema}.{table.name}'
+                con.execute(f"INSERT INTO {table.name} {select_sql(table, source, 'duckdb')}")
+                rows[table.name] = _count(con, table.name)
+        finally:
+            con.execute(f'USE "{previous[0]}"."{previous[1]}"')
+        con.execute(f"DETACH {alias}")
+        os.replace(tmp, path)
+    except BaseException:
+        con.execute(f"DETACH DATABASE IF EXISTS {alias}")
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        Path(f"{tmp}.wal").unlink(missing_ok=True)
+    return rows
+
+
+def write_sqlite(con: duckdb.DuckDBPyConnection, schema: str, tables: tuple[Table, ...], path: Path) -> None:
+    """A SQLite file with the declared DDL (keys enforced while loading), filled from ``schema``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    db = sqlite3.connect(tmp)
+    try:
+        db.execute("PRAGMA journal_mode=OFF")
+        db.execute("PRAGMA synchronous=OFF")
+        db.execute("PRAGMA foreign_keys=ON")
+        cur = con.cursor()
+        try:
+            for table in tables:
+                db.execute(create_sql(table, "sqlite"))
+                insert = f"INSERT INTO {table.name} VALUES ({', '.join('?' * len(table.columns))})"
+                cur.execute(select_sql(table, f"{schema}.{table.name}", "sqlite"))
+                while batch := cur.fetchmany(BATCH):  # batches of rows straight into executemany
+                    db.executemany(insert, batch)
+        finally:
+            cur.close()
+        db.commit()
+        if bad := db.execute("PRAGMA foreign_key_check").fetchall():
+            raise ValueError(f"{path.name}: {len(bad)} foreign-key violations, first {bad[:3]}")
+        db.close()
+        os.replace(tmp, path)
+    except BaseException:
+        db.close()
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _count(con, name: str) -> int:
+    return int(con.execute(f"SELECT count(*) FROM {name}").fetchone()[0])

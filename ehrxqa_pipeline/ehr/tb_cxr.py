@@ -1,0 +1,132 @@
+"""TB_CXR (the image reference table), its admission link, and TB_CXR_PLUS (the answer sheet).
+
+Study -> admission link (reference 5.4, defect 18), on source times: a study takes the hadm_id of the
+subject's transfer whose [intime, outtime] contains the study time (both ends inclusive; transfers without
+an outtime -- discharge events -- cannot contain anything). 0 matches -> null. Several matches (overlapping
+rows, or a study exactly on a boundary between two transfers) -> the matching transfer that carries an
+admission, latest intime first, then the largest transfer_id; null when none carries one (the published
+script raises, except for one hard-coded subject). A linked admission that is not in the database (age,
+stay length, time frame) leaves hadm_id null. ``<build>._links`` keeps every study's match count.
+
+TB_CXR rows: the image set of the sampled patients, shifted like every other time of the patient (never
+rotated, defect 16); dropped: ``no_labels`` (an image without answer-sheet labels could not be answered,
+defect 9), ``after_current_time`` / ``before_start``.
+
+TB_CXR_PLUS (dense as published: one row per TB_CXR image x possible (object, attribute) pair, relation
+0/1): silver database -> the silver labels (``cxr_labels.silver``); gold database -> the gold labels for
+the gold first-study images and, for the later studies of gold patients, silver labels refined from the
+RAW silver relations with ``cxr.labels.refine_labels`` (never re-processing processed rows, defect 5).
+ct_ratio / mt_ratio: ``splits.images`` where the image is there (gold boxes for gold images), otherwise
+the silver boxes through ``cxr.ratios.ratios_sql``; studyorder = the cohort's StudyOrder.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from ehrxqa_pipeline.cxr.labels import refine_labels, relations_sql
+from ehrxqa_pipeline.cxr.ratios import SILVER_BOXES_SQL, ratios_sql
+from ehrxqa_pipeline.ehr.tables import Ctx
+from ehrxqa_pipeline.ehr.timeshift import shift
+
+LABELS = {"silver": "cxr_labels.silver", "gold": "cxr_labels.gold"}  # + _images, _pairs
+
+
+def link_sql(studies: str, transfers: str) -> str:
+    """``studies``: subject_id, study_id, study_datetime; ``transfers``: subject_id, hadm_id, transfer_id,
+    intime, outtime. Returns study_id, n_matches, hadm_id (the link, may be null), transfer_id."""
+    return f"""
+    WITH s AS ({studies}),
+    m AS (
+        SELECT s.study_id, t.hadm_id, t.transfer_id,
+               count(*) OVER (PARTITION BY s.study_id) AS n,
+               row_number() OVER (PARTITION BY s.study_id
+                                  ORDER BY t.hadm_id IS NULL, t.intime DESC, t.transfer_id DESC) AS r
+        FROM s JOIN ({transfers}) t ON t.subject_id = s.subject_id
+             AND t.intime <= s.study_datetime AND s.study_datetime <= t.outtime)
+    SELECT s.study_id, CAST(coalesce(m.n, 0) AS BIGINT) AS n_matches, m.hadm_id, m.transfer_id
+    FROM s LEFT JOIN m ON m.study_id = s.study_id AND m.r = 1"""
+
+
+def stage_links(con: duckdb.DuckDBPyConnection, build: str) -> dict:
+    """Create ``<build>._links`` for the sampled patients' studies; return counts by number of matches."""
+    studies = (f"SELECT subject_id, study_id, study_datetime FROM {build}._images "
+               f"WHERE subject_id IN (SELECT subject_id FROM {build}._sampled)")
+    transfers = "SELECT subject_id, hadm_id, transfer_id, intime, outtime FROM ingest.transfers"
+    con.execute(f"CREATE OR REPLACE TABLE {build}._links AS {link_sql(studies, transfers)} ORDER BY study_id")
+    row = con.execute(f"""
+        SELECT count(*) FILTER (n_matches = 0), count(*) FILTER (n_matches = 1),
+               count(*) FILTER (n_matches = 1 AND hadm_id IS NULL), count(*) FILTER (n_matches > 1),
+               count(*) FILTER (n_matches > 1 AND hadm_id IS NULL)
+        FROM {build}._links""").fetchone()
+    return {"studies_matching_0_transfers": row[0], "studies_matching_1_transfer": row[1],
+            "studies_matching_1_transfer_without_admission": row[2], "studies_matching_several_transfers": row[3],
+            "studies_matching_several_transfers_none_with_admission": row[4]}
+
+
+def stage_labels(con: duckdb.DuckDBPyConnection, which: str, build: str, ontology=None) -> dict:
+    """Create ``<build>._label_images`` (image_id, label_set), ``_label_pos`` (affirmed image x pair) and
+    ``_pairs`` (object, attribute, category) for the sampled patients' images."""
+    base = LABELS[which]
+    mine = (f"SELECT image_id FROM {build}._images WHERE subject_id IN (SELECT subject_id FROM {build}._sampled)")
+    counts: dict = {}
+    if which == "silver":
+        sources = [("silver", base, f"image_id IN ({mine})")]
+    else:
+        if ontology is None:
+            raise ValueError("the gold database needs the ontology to refine the later studies' silver labels")
+        later = f"SELECT image_id FROM {build}._images WHERE studyorder > 1 AND image_id IN ({mine})"
+        res = refine_labels(con, relations_sql("ingest.silver_relations", images_sql=later), ontology,
+                            f"{build}.later_labels")
+        counts = {f"later_studies_{k}": v for k, v in res.counts.items() if k in ("images", "affirmed_rows_out")}
+        same = con.execute(f"""SELECT count(*) FROM (
+            (SELECT object, attribute, category FROM {base}_pairs EXCEPT SELECT * FROM {build}.later_labels_pairs)
+            UNION ALL
+            (SELECT * FROM {build}.later_labels_pairs EXCEPT SELECT object, attribute, category FROM {base}_pairs))
+            """).fetchone()[0]
+        if same:
+            raise ValueError(f"{base}_pairs and the ontology's pair pool differ ({same} pairs)")
+        first = f"SELECT image_id FROM {build}._images WHERE studyorder = 1 AND image_id IN ({mine})"
+        sources = [("gold", base, f"image_id IN ({first})"),
+                   ("silver_refined", f"{build}.later_labels", f"image_id IN ({later})")]
+    con.execute(f"CREATE OR REPLACE TABLE {build}._label_images AS " + " UNION ALL ".join(
+        f"SELECT image_id, '{name}' AS label_set FROM {table}_images WHERE {cond}" for name, table, cond in sources)
+        + " ORDER BY image_id")
+    con.execute(f"CREATE OR REPLACE TABLE {build}._label_pos AS " + " UNION ALL ".join(
+        f"SELECT image_id, object, attribute FROM {table} WHERE {cond}" for _, table, cond in sources)
+        + " ORDER BY image_id, object, attribute")
+    con.execute(f"CREATE OR REPLACE TABLE {build}._pairs AS SELECT object, attribute, category FROM {base}_pairs "
+                f"ORDER BY object, attribute")
+    counts.update(dict(con.execute(f"SELECT 'labelled_images_' || label_set, count(*) FROM {build}._label_images "
+                                   f"GROUP BY 1 ORDER BY 1").fetchall()))
+    counts["pairs"] = con.execute(f"SELECT count(*) FROM {build}._pairs").fetchone()[0]
+    return counts
+
+
+def tb_cxr_sql(c: Ctx) -> str:
+    t = shift("i.study_datetime")
+    return f"""
+    SELECT i.subject_id, k.hadm_id, i.study_id, i.image_id, i.viewposition, {t} AS studydatetime,
+           CASE WHEN li.image_id IS NULL THEN 'no_labels' {c.key_time(t)} END AS reason
+    FROM {c.build}._images i JOIN {c.build}._offsets o USING (subject_id)
+    LEFT JOIN {c.build}._links l ON l.study_id = i.study_id
+    LEFT JOIN {c.schema}.admissions k ON k.hadm_id = l.hadm_id
+    LEFT JOIN {c.build}._label_images li ON li.image_id = i.image_id"""
+
+
+def tb_cxr_plus_sql(c: Ctx) -> str:
+    boxes = (f"{SILVER_BOXES_SQL} WHERE split_part(object_id, '_', 1) IN "
+             f"(SELECT image_id FROM {c.schema}.tb_cxr)")
+    return f"""
+    WITH silver_ratios AS ({ratios_sql(boxes)})
+    SELECT t.subject_id, t.hadm_id, t.study_id, t.image_id, t.viewposition, t.studydatetime, i.studyorder,
+           p.object, CAST(pos.image_id IS NOT NULL AS INTEGER) AS relation, p.attribute, p.category,
+           CASE WHEN s.image_id IS NOT NULL THEN s.ctr ELSE r.ctr END AS ct_ratio,
+           CASE WHEN s.image_id IS NOT NULL THEN s.mtr ELSE r.mtr END AS mt_ratio,
+           NULL AS reason
+    FROM {c.schema}.tb_cxr t JOIN {c.build}._images i ON i.image_id = t.image_id
+    CROSS JOIN {c.build}._pairs p
+    LEFT JOIN {c.build}._label_pos pos
+           ON pos.image_id = t.image_id AND pos.object = p.object AND pos.attribute = p.attribute
+    LEFT JOIN splits.images s ON s.image_id = t.image_id
+    LEFT JOIN silver_ratios r ON r.image_id = t.image_id"""

@@ -1,0 +1,83 @@
+"""A generated source run through ingest, cohorts, labels and splits once; databases built on copies."""
+
+from __future__ import annotations
+
+import shutil
+
+import duckdb
+import pytest
+
+from ehrxqa_pipeline.contracts import load_contract
+from ehrxqa_pipeline.cxr import labels, selection
+from ehrxqa_pipeline.cxr.ontology import build_ontology
+from ehrxqa_pipeline.cxr.splits import build_splits
+from ehrxqa_pipeline.ehr.build import build_database
+from ehrxqa_pipeline.ehr.config import DbConfig
+from ehrxqa_pipeline.ingest import ingest_table
+from ehrxqa_pipeline.sources.schema import TABLES
+from ehrxqa_pipeline.sources.semantics import read_semantics
+
+# 100 CXR patients give 12 gold patients; a large valid share gives the silver database enough patients.
+SOURCE = dict(seed=11, scale="demo", patients=100)
+CONFIG = DbConfig(silver_patients=20, gold_patients=10)
+
+
+@pytest.fixture(scope="session")
+def ehr_inputs(tmp_path_factory):
+    """(source root, warehouse file with every input of the database build, ontology)."""
+    from ehrxqa_pipeline.demo.generate import generate_source
+
+    base = tmp_path_factory.mktemp("ehr")
+    root = base / "source"
+    generate_source(root, images=False, log=lambda _: None, **SOURCE)
+    path = base / "inputs.duckdb"
+    con = duckdb.connect(str(path))
+    for table in TABLES:
+        ingest_table(con, root, load_contract(f"ingest/{table}"), base / "stage")
+    selection.build_image_rules(con)
+    selection.build_cohorts(con, check_jpegs=False)
+    onto = build_ontology(read_semantics(root))
+    for cohort, rel in (("silver", "silver_relations"), ("gold", "gold_relations")):
+        sql = labels.relations_sql(f"ingest.{rel}", images_sql=f"SELECT image_id FROM cxr_cohort.{cohort}")
+        labels.refine_labels(con, sql, onto, f"cxr_labels.{cohort}")
+    build_splits(con, seed=0, valid_fraction=0.5)
+    con.close()
+    return root, path, onto
+
+
+@pytest.fixture(scope="session")
+def warehouse_copy(ehr_inputs, tmp_path_factory):
+    """A factory: a connection to a private copy of the input warehouse."""
+    _, path, _ = ehr_inputs
+    opened = []
+
+    def make() -> duckdb.DuckDBPyConnection:
+        dst = tmp_path_factory.mktemp("wh") / "warehouse.duckdb"
+        shutil.copy(path, dst)
+        con = duckdb.connect(str(dst))
+        opened.append(con)
+        return con
+
+    yield make
+    for con in opened:
+        con.close()
+
+
+@pytest.fixture(scope="session")
+def built(ehr_inputs, warehouse_copy):
+    """(connection, {which: DbResult}) with both databases built at seed 0."""
+    _, _, onto = ehr_inputs
+    con = warehouse_copy()
+    results = {which: build_database(con, which, CONFIG, seed=0, ontology=onto) for which in ("silver", "gold")}
+    return con, results
+
+
+@pytest.fixture(scope="session")
+def exported(built, tmp_path_factory):
+    """{which: ExportResult} of both databases."""
+    from ehrxqa_pipeline.ehr.export import export_database
+
+    con, results = built
+    out = tmp_path_factory.mktemp("release") / "database"
+    return {w: export_database(con, r.schema, r.answers_schema, out / w) for w, r in results.items()}
+

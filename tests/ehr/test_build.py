@@ -1,0 +1,230 @@
+"""Both databases built from a generated source: sizes, time shift, current patients, keys, rules."""
+
+import datetime as dt
+import json
+
+import pytest
+
+from ehrxqa_pipeline.ehr.checks import (check_ages, check_answer_sheet, check_current_patients, check_keys,
+                                        check_time_bounds, run_checks)
+from ehrxqa_pipeline.ehr.ddl import TABLES
+
+from .conftest import CONFIG
+
+WHICH = ("silver", "gold")
+
+
+def q(con, sql):
+    return con.execute(sql).fetchall()
+
+
+def one(con, sql):
+    return con.execute(sql).fetchone()[0]
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_sizes_and_all_checks(built, which):
+    con, results = built
+    r = results[which]
+    assert r.patients == CONFIG.n_patients(which) and not r.messages
+    assert r.current_patients == r.current_patients_target == CONFIG.n_current(r.patients) >= 1
+    assert one(con, f"SELECT count(*) FROM {r.schema}.patients") == r.patients
+    assert {t.name for t in TABLES} <= {x[0] for x in q(con, f"SELECT table_name FROM duckdb_tables() "
+                                                           f"WHERE schema_name = '{r.schema}'")}
+    assert one(con, f"SELECT count(*) FROM duckdb_tables() WHERE schema_name = '{r.schema}' "
+                    f"AND table_name = 'tb_cxr_plus'") == 0  # the answer sheet lives apart
+    for name, (passed, details) in run_checks(con, r, CONFIG).items():
+        assert passed, (name, details)
+    meta = r.metadata()
+    assert meta["rows_tb_cxr_plus"] == r.rows["tb_cxr_plus"] > 0
+    assert all(isinstance(v, (int, float, str)) or v is None for v in meta.values())
+    json.dumps(meta)
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_shift_is_one_whole_day_offset_per_patient(built, which):
+    """Every time of a patient moves by the same whole number of days: all intervals are preserved."""
+    con, results = built
+    r = results[which]
+    b = r.build_schema
+    diffs = f"""
+        SELECT subject_id, datediff('microsecond', src, dst) AS us FROM (
+            SELECT a.subject_id, s.admittime AS src, a.admittime AS dst FROM {r.schema}.admissions a
+                JOIN ingest.admissions s USING (hadm_id)
+            UNION ALL SELECT a.subject_id, s.dischtime, a.dischtime FROM {r.schema}.admissions a
+                JOIN ingest.admissions s USING (hadm_id) WHERE a.dischtime IS NOT NULL
+            UNION ALL SELECT i.subject_id, s.intime, i.intime FROM {r.schema}.icustays i
+                JOIN ingest.icustays s USING (stay_id)
+            UNION ALL SELECT i.subject_id, s.outtime, i.outtime FROM {r.schema}.icustays i
+                JOIN ingest.icustays s USING (stay_id) WHERE i.outtime IS NOT NULL
+            UNION ALL SELECT t.subject_id, s.intime, t.intime FROM {r.schema}.transfers t
+                JOIN ingest.transfers s USING (transfer_id)
+            UNION ALL SELECT t.subject_id, date_trunc('second', s.study_datetime), t.studydatetime
+                FROM {r.schema}.tb_cxr t JOIN {b}._images s USING (image_id)
+            UNION ALL SELECT p.subject_id, o.dob_original, p.dob FROM {r.schema}.patients p
+                JOIN {b}._offsets o USING (subject_id))"""
+    rows = q(con, f"""SELECT d.subject_id, count(DISTINCT d.us), min(d.us), any_value(o.offset_days)
+                      FROM ({diffs}) d JOIN {b}._offsets o USING (subject_id) GROUP BY 1""")
+    assert len(rows) == r.patients
+    day = 86_400_000_000
+    for subject, n_distinct, us, offset_days in rows:
+        assert n_distinct == 1 and us == offset_days * day, subject
+    # event rows: each is a source row moved by its patient's offset
+    for table, t in (("labevents", "charttime"), ("chartevents", "charttime"), ("inputevents", "starttime")):
+        value = {"labevents": "valuenum", "chartevents": "valuenum", "inputevents": "amount"}[table]
+        missing = one(con, f"""
+            SELECT count(*) FROM (
+                SELECT e.subject_id, e.itemid, e.{t} - to_days(CAST(o.offset_days AS INTEGER)), e.{value}
+                FROM {r.schema}.{table} e JOIN {b}._offsets o USING (subject_id)
+                EXCEPT ALL SELECT subject_id, itemid, {t}, {value} FROM ingest.{table})""")
+        assert missing == 0, table
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_first_study_lands_in_its_target_year_and_current_instant_maps_to_now(built, which):
+    con, results = built
+    r, b = results[which], results[which].build_schema
+    rows = q(con, f"""
+        SELECT o.is_current, o.target_year, year(min(i.study_datetime + to_days(CAST(o.offset_days AS INTEGER)))),
+               any_value(o.now_original + to_days(CAST(o.offset_days AS INTEGER)))
+        FROM {b}._offsets o JOIN {b}._images i USING (subject_id) GROUP BY o.subject_id, o.is_current, o.target_year""")
+    for is_current, target, first_year, now in rows:
+        if is_current:
+            assert now == CONFIG.current_time
+        else:
+            assert first_year == target and CONFIG.start_year <= target <= CONFIG.start_year + CONFIG.time_span
+    # the current patients are exactly the drawn ones, each with one open admission
+    open_ = {x[0] for x in q(con, f"SELECT subject_id FROM {r.schema}.admissions WHERE dischtime IS NULL")}
+    drawn = {x[0] for x in q(con, f"SELECT subject_id FROM {b}._offsets WHERE is_current")}
+    assert open_ == drawn and len(drawn) == r.current_patients_target
+    # nothing after the current time, and the open admission is the patient's latest
+    assert check_current_patients(con, r.schema, len(drawn))[0]
+    assert check_time_bounds(con, r.schema, r.answers_schema, CONFIG)[0]
+
+
+def test_checks_catch_broken_databases(built):
+    con, results = built
+    r = results["gold"]
+    con.execute("CREATE OR REPLACE SCHEMA broken")
+    for t in TABLES:
+        con.execute(f"CREATE TABLE broken.{t.name} AS SELECT * FROM {r.schema}.{t.name}")
+    con.execute("INSERT INTO broken.labevents SELECT row_id + 100000, subject_id, 1, itemid, charttime, valuenum, "
+                "valueuom FROM broken.labevents LIMIT 1")
+    con.execute("UPDATE broken.admissions SET dischtime = NULL, age = 95 WHERE row_id = 0")
+    con.execute("UPDATE broken.tb_cxr SET studydatetime = TIMESTAMP '2106-01-01 00:00:00' WHERE row_id = 0")
+    ok, details = check_keys(con, "broken")
+    assert not ok and "labevents.hadm_id->admissions.hadm_id_orphans" in details["problems"]
+    assert not check_time_bounds(con, "broken", None, CONFIG)[0]
+    assert not check_ages(con, "broken", CONFIG)[0]
+    assert not check_current_patients(con, "broken", r.current_patients_target)[0]
+    con.execute("DELETE FROM broken.tb_cxr WHERE row_id = 1")
+    assert not check_answer_sheet(con, "broken", r.answers_schema, f"{r.build_schema}._pairs")[0]
+    con.execute("DROP SCHEMA broken CASCADE")
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_ages_dob_and_cohort_rules(built, which):
+    con, results = built
+    r = results[which]
+    assert check_ages(con, r.schema, CONFIG)[0]
+    # dob: the birth year anchor_year - anchor_age on the source timeline, never overflowing into the next year
+    assert one(con, f"""SELECT count(*) FROM {r.build_schema}._offsets o JOIN ingest.patients p USING (subject_id)
+                        WHERE year(o.dob_original) <> p.anchor_year - p.anchor_age""") == 0
+    # every admission of the database passes the age rule, and the dropped ones are recorded with the reason
+    ages = q(con, f"""SELECT a.hadm_id, year(a.admittime) - p.anchor_year + p.anchor_age FROM ingest.admissions a
+                      JOIN ingest.patients p USING (subject_id)
+                      WHERE a.subject_id IN (SELECT subject_id FROM {r.schema}.patients)""")
+    kept = {x[0] for x in q(con, f"SELECT hadm_id FROM {r.schema}.admissions")}
+    out_of_range = {h for h, age in ages if not CONFIG.min_age <= age <= CONFIG.max_age}
+    assert not out_of_range & kept
+    assert r.rejected["admissions"].get("age_outside_range", 0) == len(out_of_range)
+    assert r.candidates["los_max_days"] > 0
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_tables_follow_unit_dose_and_case_rules(built, which):
+    con, results = built
+    s = results[which].schema
+    assert one(con, f"SELECT max(n) FROM (SELECT count(DISTINCT valueuom) n FROM {s}.labevents GROUP BY itemid)") == 1
+    assert one(con, f"SELECT max(n) FROM (SELECT count(DISTINCT valueuom) n FROM {s}.chartevents GROUP BY itemid)") == 1
+    assert {x[0] for x in q(con, f"SELECT DISTINCT itemid FROM {s}.chartevents")} <= set(CONFIG.chart_itemids)
+    assert one(con, f"SELECT max(n) FROM (SELECT count(DISTINCT dose_unit_rx) n FROM {s}.prescriptions "
+                    f"GROUP BY drug)") == 1
+    assert one(con, f"SELECT count(*) FROM {s}.prescriptions WHERE TRY_CAST(dose_val_rx AS DOUBLE) IS NULL") == 0
+    assert one(con, f"SELECT count(*) FROM {s}.d_items WHERE linksto NOT IN "
+                    f"('chartevents', 'inputevents', 'outputevents')") == 0
+    # every string cell lower-cased and stripped
+    for table in TABLES:
+        for col in (c.name for c in table.columns if c.type == "str"):
+            assert one(con, f"SELECT count(*) FROM {s}.{table.name} WHERE {col} <> lower(trim({col}))") == 0
+    # inputevents keeps only the ml rows of the source
+    assert one(con, f"""SELECT count(*) FROM (SELECT stay_id, itemid, amount FROM {s}.inputevents
+                        EXCEPT ALL SELECT stay_id, itemid, amount FROM ingest.inputevents
+                        WHERE lower(amountuom) = 'ml')""") == 0
+    rej = results[which].rejected
+    assert rej["prescriptions"].get("non_numeric_dose", 0) > 0  # "5-10" ranges are planted
+    assert sum(rej[t].get("minority_unit", 0) for t in ("labevents", "chartevents")) > 0
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_tb_cxr_link_holds_after_the_shift(built, which):
+    """A linked study lies inside one of its admission's transfers (shifted with it)."""
+    con, results = built
+    r = results[which]
+    s = r.schema
+    linked = one(con, f"SELECT count(*) FROM {s}.tb_cxr WHERE hadm_id IS NOT NULL")
+    inside = one(con, f"""SELECT count(DISTINCT c.image_id) FROM {s}.tb_cxr c JOIN {s}.transfers t USING (hadm_id)
+                         WHERE c.studydatetime BETWEEN t.intime AND coalesce(t.outtime, TIMESTAMP
+                               '{CONFIG.current_time:%Y-%m-%d %H:%M:%S}')""")
+    assert linked == inside > 0
+    link = r.link
+    n_studies = one(con, f"SELECT count(*) FROM {r.build_schema}._links")
+    assert (link["studies_matching_0_transfers"] + link["studies_matching_1_transfer"]
+            + link["studies_matching_several_transfers"]) == n_studies
+
+
+def test_answer_sheet_label_sources(built):
+    con, results = built
+    gold = results["gold"]
+    b = gold.build_schema
+    sets = dict(q(con, f"""SELECT i.studyorder = 1, list(DISTINCT l.label_set) FROM {gold.schema}.tb_cxr t
+                           JOIN {b}._images i USING (image_id) JOIN {b}._label_images l USING (image_id) GROUP BY 1"""))
+    assert sets[True] == ["gold"] and sets[False] == ["silver_refined"]
+    # relation = 1 exactly for the affirmed labels of the label source
+    for r in results.values():
+        pos = one(con, f"""SELECT count(*) FROM {r.build_schema}._label_pos
+                           WHERE image_id IN (SELECT image_id FROM {r.schema}.tb_cxr)""")
+        assert one(con, f"SELECT sum(relation) FROM {r.answers_schema}.tb_cxr_plus") == pos
+        assert one(con, f"SELECT count(*) FROM {r.answers_schema}.tb_cxr_plus WHERE ct_ratio IS NULL") == 0
+
+
+def test_cost_prices_events(built):
+    con, results = built
+    for r in results.values():
+        s = r.schema
+        events = one(con, f"""SELECT (SELECT count(*) FROM {s}.diagnoses_icd) + (SELECT count(*) FROM {s}.labevents)
+                                    + (SELECT count(*) FROM {s}.procedures_icd)
+                                    + (SELECT count(*) FROM {s}.prescriptions)""")
+        assert r.rows["cost"] == events
+        # one price per code, and each charge at its event's time
+        assert one(con, f"""SELECT count(*) FROM {s}.cost c JOIN {s}.labevents l ON c.event_id = l.row_id
+                            WHERE c.event_type = 'labevents' AND c.chargetime <> l.charttime""") == 0
+        assert one(con, f"""SELECT max(n) FROM (SELECT count(DISTINCT c.cost) n FROM {s}.cost c
+                            JOIN {s}.prescriptions p ON c.event_id = p.row_id AND c.event_type = 'prescriptions'
+                            GROUP BY p.drug)""") == 1
+        assert one(con, f"SELECT min(cost) FROM {s}.cost") > 0
+
+
+def test_patient_count_is_clamped_with_a_message(ehr_inputs, warehouse_copy):
+    from ehrxqa_pipeline.ehr.build import build_database
+    from ehrxqa_pipeline.ehr.config import DbConfig
+
+    con = warehouse_copy()
+    config = DbConfig(silver_patients=10_000, gold_patients=10_000, current_ratio=0.25)
+    r = build_database(con, "gold", config, seed=0, ontology=ehr_inputs[2])
+    assert r.patients == r.candidates["eligible"] < 10_000
+    assert r.messages and "10000 patients requested" in r.messages[0]
+    assert r.current_patients == r.current_patients_drawn == min(config.n_current(r.patients),
+                                                                 r.candidates["current_eligible"])
+    assert r.current_patients_target == config.n_current(r.patients)
+    assert dt.datetime(2105, 12, 31, 23, 59) == config.current_time

@@ -1,0 +1,71 @@
+"""DuckDB and SQLite deliveries: same contents, declared keys, answer sheet in its own folder."""
+
+import re
+import sqlite3
+
+import duckdb
+import pytest
+
+from ehrxqa_pipeline.ehr.checks import check_keys
+from ehrxqa_pipeline.ehr.ddl import ANSWER_TABLE, TABLES, select_sql
+
+TS = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
+
+
+def _sqlite_rows(path, table):
+    with sqlite3.connect(path) as db:
+        return db.execute(f"SELECT * FROM {table.name} ORDER BY row_id").fetchall()
+
+
+def _duckdb_rows(path, table):
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.execute(select_sql(table, table.name, "sqlite")).fetchall()  # timestamps as the same text
+
+
+@pytest.mark.parametrize("which", ("silver", "gold"))
+def test_sqlite_and_duckdb_hold_identical_contents(exported, built, which):
+    e = exported[which]
+    con, results = built
+    for table in TABLES:
+        rows = _sqlite_rows(e.sqlite_path, table)
+        assert rows == _duckdb_rows(e.duckdb_path, table), table.name
+        assert len(rows) == results[which].rows[table.name]
+        for i, col in enumerate(table.columns):
+            if col.type == "ts":
+                assert all(r[i] is None or TS.match(r[i]) for r in rows), (table.name, col.name)
+    assert _sqlite_rows(e.answers_sqlite_path, ANSWER_TABLE) == _duckdb_rows(e.answers_duckdb_path, ANSWER_TABLE)
+
+
+def test_files_layout_and_declared_keys(exported):
+    e = exported["gold"]
+    assert e.sqlite_path.name == "mimic_iv_cxr.db" and e.duckdb_path.name == "mimic_iv_cxr.duckdb"
+    assert e.answers_sqlite_path.parent == e.sqlite_path.parent.parent / "answers" / "gold"
+    with sqlite3.connect(e.sqlite_path) as db:
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert names == {t.name for t in TABLES}  # no answer sheet in the user-facing file
+        fks = db.execute("SELECT \"table\", \"from\" FROM pragma_foreign_key_list('chartevents')").fetchall()
+        assert set(fks) == {("patients", "subject_id"), ("admissions", "hadm_id"), ("icustays", "stay_id"),
+                            ("d_items", "itemid")}
+        assert db.execute("PRAGMA foreign_key_check").fetchall() == []
+        pk = [r[1] for r in db.execute("PRAGMA table_info(patients)") if r[5]]
+        assert pk == ["row_id"]
+        assert db.execute("SELECT typeof(hadm_id) FROM admissions LIMIT 1").fetchone()[0] == "integer"
+    con = duckdb.connect()
+    con.execute(f"ATTACH '{e.duckdb_path}' AS x (READ_ONLY)")
+    con.execute(f"ATTACH '{e.answers_duckdb_path}' AS y (READ_ONLY)")
+    ok, details = check_keys(con, "x.main", "y.main")
+    assert ok, details
+    n_fk = con.execute("SELECT count(*) FROM duckdb_constraints() WHERE database_name = 'x' "
+                       "AND constraint_type = 'FOREIGN KEY'").fetchone()[0]
+    assert n_fk == sum(len(t.foreign_keys) for t in TABLES)
+
+
+def test_export_replaces_previous_files(built, exported, tmp_path):
+    from ehrxqa_pipeline.ehr.export import export_database
+
+    con, results = built
+    r = results["silver"]
+    first = export_database(con, r.schema, r.answers_schema, tmp_path / "silver")
+    again = export_database(con, r.schema, r.answers_schema, tmp_path / "silver")
+    assert first.sqlite_sha256 == again.sqlite_sha256 == exported["silver"].sqlite_sha256
+    assert sorted(p.name for p in (tmp_path / "silver").iterdir()) == ["mimic_iv_cxr.db", "mimic_iv_cxr.duckdb"]
