@@ -102,3 +102,35 @@ def test_damaged_jpeg_leaves_only_its_image(built):
     assert con.execute("SELECT count(*) FROM cxr_cohort.silver").fetchone()[0] == before - 1
     assert con.execute("SELECT reason FROM cxr_cohort.silver_rejected WHERE image_id = ?",
                        [image]).fetchone() == ("undecodable_jpeg",)
+
+
+def test_databases_exported_and_neuralsql_oracle_agrees_with_answer_sheet(built):
+    import sqlite3
+
+    from ehrxqa_pipeline.questions.neuralsql import NeuralSqlExecutor, OracleModule
+
+    settings, _, _, summary = built
+    assert {"ehr_db/silver", "ehr_db/gold"} <= set(summary.materialized)
+    db = settings.release_dir / "ehrxqa" / "databases" / "gold" / "mimic_iv_cxr.db"
+    sheet = settings.home / "answer_sheets" / "gold" / "tb_cxr_plus.db"
+    assert (db.with_suffix(".duckdb")).is_file()
+    executor = NeuralSqlExecutor(db, OracleModule(sheet, database=db))
+    answers = sqlite3.connect(sheet)
+    studies = [r[0] for r in sqlite3.connect(db).execute("SELECT study_id FROM tb_cxr ORDER BY study_id")]
+    assert studies
+    for study in studies:  # single-study verify questions: NeuralSQL(oracle) == SQL over the answer sheet
+        got = executor.execute(
+            f'select func_vqa("is the left lung abnormal?", t1.study_id) from '
+            f'(select tb_cxr.study_id from tb_cxr where study_id = {study}) as t1').answer
+        want = answers.execute(
+            "SELECT max(relation) FROM tb_cxr_plus WHERE study_id = ? AND object = 'left lung' AND category IN "
+            "('anatomicalfinding', 'disease', 'device', 'tubesandlines')", [study]).fetchone()[0]
+        assert list(got) == [want], study
+    group = executor.execute(
+        'select count(distinct t1.subject_id) from (select tb_cxr.subject_id, tb_cxr.study_id from tb_cxr) as t1 '
+        'where func_vqa("is the cardiac silhouette abnormal?", t1.study_id) = true')
+    want = answers.execute(
+        "SELECT count(DISTINCT subject_id) FROM tb_cxr_plus WHERE object = 'cardiac silhouette' AND relation = 1 "
+        "AND category IN ('anatomicalfinding', 'disease', 'device', 'tubesandlines')").fetchone()[0]
+    assert list(group.answer) == [want]
+    assert group.module_calls < len(studies)  # batched, not one call per study

@@ -47,8 +47,15 @@ def test_build_then_change_driven_rerun(env):
     assert _requested(second, graph) == {"ingest/d_labitems"}
 
     assert build(settings, select="key:ingest/d_labitems", instance=instance).success
+    # New content in ingest.d_labitems: exactly its downstream assets are due next, nothing else.
     third = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=second.cursor)
-    assert _requested(third, graph) == set()
+    downstream = {k.to_user_string() for k in graph.materializable_asset_keys
+                  if dg.AssetKey(["ingest", "d_labitems"]) in graph.get(k).parent_keys}
+    assert downstream == {"ehr_db/silver", "ehr_db/gold"}
+    assert _requested(third, graph) == downstream
+    assert build(settings, select="group:ehr_db", instance=instance).success
+    fourth = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=third.cursor)
+    assert _requested(fourth, graph) == set()
 
 
 def test_failed_blocking_check_stops_downstream(env):

@@ -106,8 +106,9 @@ class QuestionInverter:
         return self._memo[text]
 
 
-def load_answer_sheet(conn: sqlite3.Connection, table: str = "tb_cxr_plus") -> VqaLabels:
-    """Labels of every image of the answer sheet (``vqa_programs.prepare_labels`` inputs from SQLite)."""
+def load_answer_sheet(conn: sqlite3.Connection, table: str = "tb_cxr_plus", patients: str = "patients") -> VqaLabels:
+    """Labels of every image of the answer sheet (``vqa_programs.prepare_labels`` inputs from SQLite);
+    ``patients`` names the table holding each subject's gender (e.g. ``db.patients`` when attached)."""
     def frame(sql: str, schema: dict) -> pl.DataFrame:
         return pl.DataFrame(conn.execute(sql).fetchall(), schema=schema, orient="row")
 
@@ -122,7 +123,7 @@ def load_answer_sheet(conn: sqlite3.Connection, table: str = "tb_cxr_plus") -> V
         f"UPPER(x.viewposition), UPPER(p.gender), x.ctr, x.mtr FROM (SELECT image_id, MIN(subject_id) AS subject_id, "
         f"MIN(study_id) AS study_id, MIN(viewposition) AS viewposition, MIN(ct_ratio) AS ctr, "
         f"MIN(mt_ratio) AS mtr FROM {table} GROUP BY image_id) AS x "
-        "LEFT JOIN (SELECT subject_id, MIN(gender) AS gender FROM patients GROUP BY subject_id) AS p "
+        f"LEFT JOIN (SELECT subject_id, MIN(gender) AS gender FROM {patients} GROUP BY subject_id) AS p "
         "ON p.subject_id = x.subject_id",
         {"image_id": s, "subject_id": pl.Int64, "study_id": pl.Int64, "view_position": s, "gender": s,
          "ctr": pl.Float64, "mtr": pl.Float64})
@@ -134,7 +135,10 @@ class OracleModule:
 
     name = "oracle"
 
-    def __init__(self, answer_sheet: str | Path | sqlite3.Connection, *, table: str = "tb_cxr_plus"):
+    def __init__(self, answer_sheet: str | Path | sqlite3.Connection, *, table: str = "tb_cxr_plus",
+                 database: str | Path | None = None):
+        """``database``: the user-facing mimic_iv_cxr.db, attached read-only for PATIENTS.gender when the
+        answer sheet is a separate file (as the pipeline exports it)."""
         if isinstance(answer_sheet, sqlite3.Connection):
             self.labels = load_answer_sheet(answer_sheet, table)
         else:
@@ -142,7 +146,13 @@ class OracleModule:
                 raise FileNotFoundError(f"answer sheet database not found: {answer_sheet}")
             conn = sqlite3.connect(f"{Path(answer_sheet).resolve().as_uri()}?mode=ro", uri=True)
             try:
-                self.labels = load_answer_sheet(conn, table)
+                patients = "patients"
+                if database is not None:
+                    if not Path(database).is_file():
+                        raise FileNotFoundError(f"database not found: {database}")
+                    conn.execute("ATTACH DATABASE ? AS db", [f"{Path(database).resolve().as_uri()}?mode=ro"])
+                    patients = "db.patients"
+                self.labels = load_answer_sheet(conn, table, patients)
             finally:
                 conn.close()
         self.inverter = QuestionInverter(self.labels.pairs["object"], self.labels.pairs["attribute"])

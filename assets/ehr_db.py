@@ -1,0 +1,73 @@
+"""EHRXQA integrated databases (silver for training/validation questions, gold for test) and their
+answer sheets, exported as DuckDB and SQLite (mimic_iv_cxr.db)."""
+
+import dagster as dg
+
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.cxr_cohort import GOLD_KEY
+from assets.cxr_labels import LABEL_KEYS, load_ontology
+from assets.ingest import ingest_key
+from assets.splits import SPLITS_KEY
+from ehrxqa_pipeline import names
+from ehrxqa_pipeline.ehr.build import build_database
+from ehrxqa_pipeline.ehr.checks import run_checks
+from ehrxqa_pipeline.ehr.config import DbConfig
+from ehrxqa_pipeline.ehr.export import export_database
+from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, MIMICIV_FILES
+from resources import PipelineConfig, Warehouse
+
+DB_KEYS = {w: dg.AssetKey([names.EHR_DB, w]) for w in ("silver", "gold")}
+CHECKS = {
+    "keys": "Primary keys unique, foreign keys resolve (database and answer sheet).",
+    "time_bounds": "Every timestamp inside [2100-01-01, current time 2105-12-31 23:59:00].",
+    "current_patients": "Exactly round(ratio x patients) current patients, each with its latest admission open.",
+    "ages": "Admission ages 11-89 and consistent with dob.",
+    "images_present": "Every TB_CXR image has its JPEG in the image tree (skipped without one).",
+    "answer_sheet": "TB_CXR_PLUS has exactly one row per TB_CXR image x possible pair.",
+}
+
+
+def database_dir(settings, which: str):
+    return settings.release_dir / "ehrxqa" / "databases" / which
+
+
+def _db_asset(which: str) -> dg.AssetsDefinition:
+    key = DB_KEYS[which]
+    images = "the MIMIC-CXR-VQA valid split" if which == "silver" else "the gold cohort (all studies of gold patients)"
+
+    @dg.asset(key=key, group_name=names.EHR_DB, code_version="1", automation_condition=ON_CHANGE,
+              deps=[SPLITS_KEY, GOLD_KEY, LABEL_KEYS["silver"], LABEL_KEYS["gold"],
+                    *(ingest_key(t.name) for t in MIMICIV_FILES), ingest_key("silver_relations")],
+              pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"], kinds={"duckdb", "sqlite"},
+              check_specs=[dg.AssetCheckSpec(n, asset=key, blocking=True, description=d) for n, d in CHECKS.items()],
+              description=f"Grain: one database of 17 MIMIC-IV tables + TB_CXR (one row per study) for the "
+                          f"patients sampled from {images}, time-shifted into 2100-2105, plus its answer sheet "
+                          f"TB_CXR_PLUS (one row per image x possible pair) kept apart. Source: ingest.*, "
+                          f"cxr_cohort, cxr_labels, splits. Files: EHRXQA_HOME/release/ehrxqa/databases/"
+                          f"{which}/mimic_iv_cxr.{{duckdb,db}}; answer sheet under EHRXQA_HOME/answer_sheets/.")
+    def _asset(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
+        settings = pipeline_config.settings()
+        config = DbConfig()
+        onto = load_ontology(pipeline_config)
+        files = settings.source_dir / CXR_FILES_DIR if settings.check_images else None
+        with warehouse.connect() as con:
+            result = build_database(con, which, config, seed=settings.seed, ontology=onto)
+            checks = run_checks(con, result, config, files_dir=files)
+            export = export_database(con, result.schema, result.answers_schema, database_dir(settings, which),
+                                     answers_dir=settings.home / "answer_sheets" / which)
+        for message in result.messages:
+            context.log.warning(message)
+        yield dg.MaterializeResult(metadata={
+            **{k: v for k, v in result.metadata().items() if v is not None},
+            "dagster/row_count": sum(export.rows.values()),
+            "sqlite": dg.MetadataValue.path(str(export.sqlite_path)),
+            "duckdb": dg.MetadataValue.path(str(export.duckdb_path)),
+            "sqlite_sha256": export.sqlite_sha256})
+        for name, (passed, details) in checks.items():
+            yield dg.AssetCheckResult(check_name=name, passed=bool(passed),
+                                      metadata={"details": dg.MetadataValue.json(details)})
+
+    return _asset
+
+
+EHR_DB_ASSETS = [_db_asset("silver"), _db_asset("gold")]
