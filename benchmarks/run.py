@@ -40,13 +40,15 @@ def stages(scale: str, work: Path) -> dict[str, tuple[list[str], dict[str, str]]
         "ingest": ([EHRXQA, "build", "--select", "group:sources or group:ingest"], env),
         # design.md target: cohort + labels + splits <= 60 s and <= 8 GiB at full scale on 2 cores
         "cxr": ([EHRXQA, "build", "--select", "group:cxr_cohort or group:cxr_labels or group:splits"], cxr_env),
+        "vqa": ([EHRXQA, "build", "--select", "group:mimic_cxr_vqa or group:release"], cxr_env),
+        "ehr_db": ([EHRXQA, "build", "--select", "group:ehr_db"], cxr_env),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--scales", default="demo,full")
-    p.add_argument("--stages", default="generate,ingest,cxr")
+    p.add_argument("--stages", default="generate,ingest,cxr,vqa,ehr_db")
     p.add_argument("--workdir", default=str(ROOT / "data" / "bench"))
     args = p.parse_args(argv)
     work = Path(args.workdir)
