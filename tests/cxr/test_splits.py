@@ -4,12 +4,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from ehrxqa_pipeline.contracts import load_contract
-from ehrxqa_pipeline.cxr import labels, selection
-from ehrxqa_pipeline.cxr.ontology import build_ontology
 from ehrxqa_pipeline.cxr.splits import assign_patient_splits, build_splits, patients_in_several_splits
-from ehrxqa_pipeline.ingest import ingest_table
-from ehrxqa_pipeline.sources.semantics import read_semantics
+from tests.pipeline_steps import build_through_labels
 
 TABLES = ("patients", "cxr_metadata", "silver_bbox", "gold_bbox", "silver_relations", "gold_relations")
 
@@ -18,15 +14,7 @@ TABLES = ("patients", "cxr_metadata", "silver_bbox", "gold_bbox", "silver_relati
 def con(small_source, tmp_path_factory):
     root, _ = small_source
     con = duckdb.connect()
-    stage = tmp_path_factory.mktemp("stage")
-    for table in TABLES:
-        ingest_table(con, root, load_contract(f"ingest/{table}"), stage)
-    selection.build_image_rules(con)
-    selection.build_cohorts(con, check_jpegs=False)
-    onto = build_ontology(read_semantics(root))
-    for cohort, rel in (("silver", "silver_relations"), ("gold", "gold_relations")):
-        sql = labels.relations_sql(f"ingest.{rel}", images_sql=f"SELECT image_id FROM cxr_cohort.{cohort}")
-        labels.refine_labels(con, sql, onto, f"cxr_labels.{cohort}")
+    build_through_labels(con, root, tmp_path_factory.mktemp("stage"), TABLES)
     return con
 
 

@@ -7,15 +7,9 @@ import shutil
 import duckdb
 import pytest
 
-from ehrxqa_pipeline.contracts import load_contract
-from ehrxqa_pipeline.cxr import labels, selection
-from ehrxqa_pipeline.cxr.ontology import build_ontology
-from ehrxqa_pipeline.cxr.splits import build_splits
 from ehrxqa_pipeline.ehr.build import build_database
 from ehrxqa_pipeline.ehr.config import DbConfig
-from ehrxqa_pipeline.ingest import ingest_table
-from ehrxqa_pipeline.sources.schema import TABLES
-from ehrxqa_pipeline.sources.semantics import read_semantics
+from tests.pipeline_steps import build_through_splits
 
 # 100 CXR patients give 12 gold patients; a large valid share gives the silver database enough patients.
 SOURCE = dict(seed=11, scale="demo", patients=100)
@@ -32,15 +26,7 @@ def ehr_inputs(tmp_path_factory):
     generate_source(root, images=False, log=lambda _: None, **SOURCE)
     path = base / "inputs.duckdb"
     con = duckdb.connect(str(path))
-    for table in TABLES:
-        ingest_table(con, root, load_contract(f"ingest/{table}"), base / "stage")
-    selection.build_image_rules(con)
-    selection.build_cohorts(con, check_jpegs=False)
-    onto = build_ontology(read_semantics(root))
-    for cohort, rel in (("silver", "silver_relations"), ("gold", "gold_relations")):
-        sql = labels.relations_sql(f"ingest.{rel}", images_sql=f"SELECT image_id FROM cxr_cohort.{cohort}")
-        labels.refine_labels(con, sql, onto, f"cxr_labels.{cohort}")
-    build_splits(con, seed=0, valid_fraction=0.5)
+    onto = build_through_splits(con, root, base / "stage", valid_fraction=0.5)
     con.close()
     return root, path, onto
 
