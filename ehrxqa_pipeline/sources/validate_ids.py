@@ -1,0 +1,121 @@
+"""Cross-source checks of ``validate_source``: ids agree across MIMIC-IV, MIMIC-CXR and Chest ImaGenome,
+and the image tree holds the metadata's JPEGs (a mixin of the validator; it uses its connection, root and
+report)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from . import readers
+from .errors import SourceError
+from .images import image_relpath_expr, list_images
+from .report import Problem
+from .schema import CXR_FILES_DIR
+
+# Above this share of unknown ids the two sources are from different releases (or one is damaged);
+# below it the cohort steps simply drop the few unmatched rows.
+UNKNOWN_ID_ERROR_FRACTION = 0.01
+_FIX_RELEASES = ("use MIMIC-IV 2.2, MIMIC-CXR-JPG 2.0.0 and Chest ImaGenome 1.0.0 together, all complete "
+                 "(a partial download or another release gives unknown ids)")
+
+
+class IdChecks:
+    # -- cross-source ids ------------------------------------------------------------------------------
+    def _collect(self, name: str, exprs: list[pl.Expr], unique: bool = True) -> pl.DataFrame | None:
+        """Some typed columns of a table that passed its checks (distinct rows), else None."""
+        if name not in self.usable:
+            return None
+        try:
+            lf = readers.scan_table(self.root, name, self.cache_dir).select(exprs).drop_nulls()
+            return (lf.unique() if unique else lf).collect(engine="streaming")
+        except SourceError as err:
+            self.report.problems.append(Problem.from_error(err))
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            self.report.problems.append(Problem.from_error(readers.read_failure(self.root, name, exc)))
+        self.usable.discard(name)
+        return None
+
+    def _ids(self, name: str, expr: pl.Expr) -> pl.Series | None:
+        df = self._collect(name, [expr.alias("id")])
+        return None if df is None else df["id"]
+
+    def _overlap(self, label: str, name: str, column: str, ids: pl.Series | None, known: pl.Series | None,
+                 what: str, against: str, *, strict: bool = True) -> None:
+        if ids is None or known is None:
+            return
+        unknown = int((~ids.is_in(known.implode())).sum())
+        total = ids.len()
+        self.report.stats["overlaps"][label] = {"ids": total, "unknown": unknown}
+        if not unknown:
+            return
+        share = unknown / total
+        severity = "error" if strict and share > UNKNOWN_ID_ERROR_FRACTION else "warning"
+        self.add(severity, self._rel(name), f"{unknown:,} of {total:,} {what} ({share:.1%}) in column "
+                 f"'{column}' are not in {against}", _FIX_RELEASES, column=column)
+
+    def _rel(self, name: str) -> str:
+        return readers.relative(self.root, readers.resolve(self.root, name))
+
+    def check_ids(self) -> pl.DataFrame | None:
+        """Cross-source id consistency; returns the metadata ids (for the image check) when readable."""
+        strip = pl.col("image_id").str.strip_suffix(".dcm")
+        meta = self._collect("cxr_metadata", [pl.col("dicom_id"), pl.col("subject_id"), pl.col("study_id")],
+                             unique=False)
+        images = meta["dicom_id"].drop_nulls().unique() if meta is not None else None
+        subjects = meta["subject_id"].drop_nulls().unique() if meta is not None else None
+        meta_rel = self._rel("cxr_metadata") if meta is not None else ""
+        patients = self._ids("patients", pl.col("subject_id"))
+        if subjects is not None and patients is not None:
+            unknown = int((~subjects.is_in(patients.implode())).sum())
+            self.report.stats["overlaps"]["cxr_subjects_in_mimiciv"] = {"ids": subjects.len(), "unknown": unknown}
+            if unknown == subjects.len() and unknown:
+                self.add("error", meta_rel, f"none of the {unknown:,} CXR subjects in column 'subject_id' is in "
+                         f"{self._rel('patients')}", _FIX_RELEASES, column="subject_id")
+            elif unknown:
+                self.add("warning", meta_rel, f"{unknown:,} of {subjects.len():,} CXR subjects in column "
+                         f"'subject_id' are not in {self._rel('patients')}; their studies have no EHR data",
+                         _FIX_RELEASES, column="subject_id")
+        silver = self._ids("silver_relations", strip)
+        boxes = self._ids("silver_bbox", pl.col("object_id").str.splitn("_", 2).struct.field("field_0"))
+        gold = self._ids("gold_relations", strip)
+        gold_boxes = self._ids("gold_bbox", strip)
+        gold_patients = self._ids("gold_relations", pl.col("patient_id"))
+        image_ids = "image ids (without .dcm)"
+        self._overlap("silver_relation_images", "silver_relations", "image_id", silver, images, image_ids, meta_rel)
+        self._overlap("silver_bbox_images", "silver_bbox", "object_id", boxes, images,
+                      "image ids (object_id before '_')", meta_rel)
+        self._overlap("gold_relation_images", "gold_relations", "image_id", gold, images, image_ids, meta_rel)
+        self._overlap("gold_bbox_images", "gold_bbox", "image_id", gold_boxes, images, image_ids, meta_rel)
+        self._overlap("gold_patients_in_cxr", "gold_relations", "patient_id", gold_patients, subjects,
+                      "gold patients", meta_rel)
+        if silver is not None:
+            silver_rel = self._rel("silver_relations")
+            self._overlap("gold_relation_images_in_silver", "gold_relations", "image_id", gold, silver,
+                          image_ids, silver_rel, strict=False)
+            self._overlap("gold_bbox_images_in_silver", "gold_bbox", "image_id", gold_boxes, silver,
+                          image_ids, silver_rel, strict=False)
+        return meta
+
+    # -- images ----------------------------------------------------------------------------------------
+    def check_images(self, meta: pl.DataFrame | None) -> None:
+        if not (self.root / CXR_FILES_DIR).is_dir():
+            self.report.stats["images_found"] = 0
+            self.add("warning", CXR_FILES_DIR, "no images; image-dependent steps will fail",
+                     f"download the MIMIC-CXR-JPG 2.0.0 files/ folder (all of p10..p19, or the parts you build) "
+                     f"into {self.root / CXR_FILES_DIR}")
+            return
+        found = list_images(self.root)
+        self.report.stats["images_found"] = found.height
+        empty = int((found["bytes"] == 0).sum())
+        if empty:
+            self.add("warning", CXR_FILES_DIR, f"{empty:,} JPEG files are empty (0 bytes)",
+                     "re-download those images; image integrity checks will drop them")
+        if meta is None:
+            return
+        expected = meta.select(image_relpath_expr().alias("relpath")).drop_nulls().unique()
+        absent = expected.join(found.select("relpath"), on="relpath", how="anti").height
+        self.report.stats["images_missing"] = absent
+        if absent:
+            self.add("warning", CXR_FILES_DIR, f"{absent:,} of {expected.height:,} metadata images have no JPEG "
+                     "under files/", "download the missing pNN folders of MIMIC-CXR-JPG 2.0.0 if those images "
+                     "are needed; image steps skip them")
