@@ -13,7 +13,8 @@ import sqlite3
 from pathlib import Path
 
 POOL = [("left lung", "lung opacity", "anatomicalfinding"), ("left lung", "pneumonia", "disease"),
-        ("left lung", "pleural effusion", "anatomicalfinding"), ("left lung", "low lung volumes", "technicalassessment"),
+        ("left lung", "pleural effusion", "anatomicalfinding"),
+        ("left lung", "low lung volumes", "technicalassessment"),
         ("right lung", "lung opacity", "anatomicalfinding"), ("right lung", "pneumonia", "disease"),
         ("right lung", "pleural effusion", "anatomicalfinding"),
         ("right lung", "low lung volumes", "technicalassessment"),
@@ -51,7 +52,8 @@ def build_db(path: Path) -> Path:
                     [(0, 1, "f", "2050-01-01 00:00:00"), (1, 2, "m", "2060-01-01 00:00:00"),
                      (2, 3, "f", "2070-01-01 00:00:00")])
     con.executemany("INSERT INTO admissions (row_id, subject_id, hadm_id, admittime, dischtime) VALUES (?, ?, ?, ?, ?)",
-                    [(0, 1, 101, "2104-03-01 08:00:00", "2104-03-10 12:00:00"), (1, 1, 102, "2105-12-20 10:00:00", None),
+                    [(0, 1, 101, "2104-03-01 08:00:00", "2104-03-10 12:00:00"),
+                     (1, 1, 102, "2105-12-20 10:00:00", None),
                      (2, 2, 201, "2105-06-01 09:00:00", "2105-06-15 16:00:00")])
     plus, order = [], {}
     for i, (sid, subj, hadm, t, view, ct, mt) in enumerate(STUDIES):

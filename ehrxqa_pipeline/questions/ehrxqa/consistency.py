@@ -1,0 +1,58 @@
+"""The blocking consistency check: NeuralSQL executed with the oracle VQA module must give the gold
+SQL's answer (compared as multisets unless the NeuralSQL has a root ORDER BY).
+
+Both queries are executed here (the gold one on plain SQLite over TB_CXR_PLUS, the NeuralSQL with
+``NeuralSqlExecutor`` and ``OracleModule``); the item's stored answer must also equal the gold result,
+so a changed gold SQL, a stale answer or a NeuralSQL that asks the wrong image question all fail.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from ehrxqa_pipeline.questions.ehrxqa.filler import FilledItem, run_sql
+from ehrxqa_pipeline.questions.neuralsql import NeuralSqlError, NeuralSqlExecutor, OracleModule, same_answer
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    index: int  # template index
+    question: str
+    gold: object  # gold SQL answer, or the error text
+    neural: object  # NeuralSQL answer, or the error text
+    stored: list  # the item's answer
+
+
+def check_item(item: FilledItem, conn: sqlite3.Connection, executor: NeuralSqlExecutor) -> Mismatch | None:
+    """None when gold SQL, NeuralSQL (oracle) and the stored answer agree; else what differs."""
+    try:
+        gold = run_sql(conn, item.gold_sql)
+    except sqlite3.Error as e:
+        gold = f"gold SQL error: {e}"
+    try:
+        result = executor.execute(item.neural_sql)
+        neural, ordered = result.answer, result.ordered
+    except NeuralSqlError as e:
+        neural, ordered = f"NeuralSQL error: {e}", False
+    ok = (isinstance(gold, list) and isinstance(neural, list) and same_answer(gold, neural, ordered=ordered)
+          and same_answer(gold, item.answer, ordered=ordered))
+    return None if ok else Mismatch(item.template.index, item.question, gold, neural, item.answer)
+
+
+def check_items(items: list[FilledItem], conn: sqlite3.Connection,
+                oracle: OracleModule | None = None) -> list[Mismatch]:
+    """Mismatches of all items (empty = consistent). ``conn`` must see TB_CXR, TB_CXR_PLUS and PATIENTS."""
+    oracle = oracle or OracleModule(conn)
+    executor = NeuralSqlExecutor(conn, oracle)
+    return [m for m in (check_item(i, conn, executor) for i in items) if m is not None]
+
+
+def assert_consistent(items: list[FilledItem], conn: sqlite3.Connection, oracle: OracleModule | None = None) -> None:
+    """Raise AssertionError listing the first mismatches (the pipeline's blocking check)."""
+    bad = check_items(items, conn, oracle)
+    if bad:
+        lines = "\n".join(f"  {m.index}: {m.question!r}: gold={m.gold!r} neural={m.neural!r} stored={m.stored!r}"
+                          for m in bad[:10])
+        raise AssertionError(f"{len(bad)} of {len(items)} image items disagree between gold SQL and NeuralSQL:\n"
+                             f"{lines}")

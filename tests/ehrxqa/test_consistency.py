@@ -1,0 +1,127 @@
+"""Filler + blocking consistency check: every template, several random fillings, NeuralSQL (oracle) ==
+gold SQL; the check fails on a planted wrong gold SQL, a wrong NeuralSQL and a stale answer."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import pytest
+
+from ehrxqa_pipeline.questions.ehrxqa import (BY_INDEX, CATALOG, ImageFiller, TimeFilter, assert_consistent,
+                                              check_item, fill_items)
+from ehrxqa_pipeline.questions.neuralsql import NeuralSqlExecutor
+from ehrxqa_pipeline.rng import generator
+
+
+@pytest.fixture(scope="module")
+def items(conn):
+    return [i for seed in (0, 1, 2) for i in fill_items(conn, seed, per_template=3)]
+
+
+def test_every_template_is_filled_and_consistent(items, conn, oracle):
+    per = Counter(i.template.index for i in items)
+    assert set(per) == {t.index for t in CATALOG}  # all 168 templates instantiated
+    assert sum(per.values()) >= 3 * 168
+    assert_consistent(items, conn, oracle)  # raises on any mismatch
+
+
+def test_answers_are_not_trivial(items):
+    # random fillings reach both verify outcomes and non-empty lists in every scope
+    for scope in ("IMAGE-SINGLE-1", "IMAGE-SINGLE-2", "IMAGE-SINGLE-N", "IMAGE-GROUP-N"):
+        answers = [i.answer for i in items if i.template.scope == scope]
+        assert [1] in answers and any(len(a) >= 1 and a not in ([0], [1]) for a in answers), scope
+    assert [0] in [i.answer for i in items if i.template.scope != "IMAGE-GROUP-N"]
+
+
+def test_items_are_valid(items, conn):
+    filler = ImageFiller(conn)
+    for i in items:
+        assert i.question == i.question.lower() and "[" not in i.question and "{" not in i.question
+        assert "tb_cxr_plus" not in i.neural_sql and "func_vqa" in i.neural_sql
+        assert "func_vqa" not in i.gold_sql and "tb_cxr_plus" in i.gold_sql
+        if i.template.scope == "IMAGE-SINGLE-2":
+            assert filler.time_of[i.studies[1]] < filler.time_of[i.studies[0]]
+            assert i.values["comparison"] in i.template.comparisons
+        assert None not in i.answer
+
+
+def test_fill_is_deterministic(conn):
+    a = [(i.question, i.gold_sql) for i in fill_items(conn, 5, CATALOG[:20] + CATALOG[-20:])]
+    b = [(i.question, i.gold_sql) for i in fill_items(conn, 5, CATALOG[:20] + CATALOG[-20:])]
+    assert a == b and len(a) == 40
+
+
+def test_record_fields(conn):
+    item = ImageFiller(conn).fill(next(t for t in CATALOG if t.index == 2001), generator(0, "ehrxqa.test"))
+    r = item.record()
+    assert r["db_id"] == "mimic_iv_cxr" and r["template_index"] == 2001 and r["scope"] == "IMAGE-SINGLE-2"
+    assert len(r["t_tag"]) == 5 and r["t_tag"][3] in ("exact-first", "exact-last")
+    assert r["v_tag"]["comparison"] == [item.values["comparison"]] and r["value"]["patient_id"] == item.values[
+        "patient_id"]
+
+
+LL_LO = {"object_1": "left lung", "attribute_1": "lung opacity"}
+
+
+@pytest.mark.parametrize("index, values, old, new", [  # hand values whose answer the planted bug changes
+    (1001, {"patient_id": 1, "exact1": "last", "global1": TimeFilter("abs-year-in", "2104"), **LL_LO},
+     "p.relation = 1", "p.relation = 0"),  # verify: asks the negation ([1] -> [0])
+    (1106, {"study_id": 13, "object_1": "right lung", "category_1": "anatomicalfinding"},
+     "p.relation = 1", "p.relation = 0"),  # list: the negatives ([pleural effusion] -> [lung opacity])
+    (2306, {"study_id1": 12, "object_1": "left lung", "category_1": "disease", "comparison": "resolved"},
+     " except ", " intersect "),  # resolved computed as still present ([pneumonia] -> [])
+    (3300, {"patient_id": 1, "global1": TimeFilter(), **LL_LO},
+     "count(distinct tb_cxr.study_id)", "count(distinct tb_cxr.hadm_id)"),  # 2 -> 1
+    (4100, {"global1": TimeFilter(), "object_1": "left lung", "attribute_1": "pneumonia"},
+     "p.object = 'left lung'", "p.object = 'right lung'"),  # [1, 2] -> [2]
+])
+def test_planted_wrong_gold_sql_fails(conn, oracle, index, values, old, new):
+    item = ImageFiller(conn).instantiate(BY_INDEX[index], values)
+    executor = NeuralSqlExecutor(conn, oracle)
+    assert check_item(item, conn, executor) is None
+    assert old in item.gold_sql
+    wrong = dataclasses.replace(item, gold_sql=item.gold_sql.replace(old, new))
+    m = check_item(wrong, conn, executor)
+    assert m is not None and m.index == index and m.neural == item.answer and m.gold != item.answer
+    with pytest.raises(AssertionError, match="disagree"):
+        assert_consistent([item, wrong], conn, oracle)
+
+
+def test_planted_wrong_neuralsql_and_stale_answer_fail(conn, oracle):
+    executor = NeuralSqlExecutor(conn, oracle)
+    item = ImageFiller(conn).instantiate(BY_INDEX[2306], {"study_id1": 12, "object_1": "left lung",
+                                                          "category_1": "disease", "comparison": "resolved"})
+    swapped = dataclasses.replace(item, neural_sql=item.neural_sql.replace(" except ", " intersect "))
+    assert check_item(item, conn, executor) is None and check_item(swapped, conn, executor) is not None
+    yes = ImageFiller(conn).instantiate(BY_INDEX[1001], {"patient_id": 1, "exact1": "last", **LL_LO,
+                                                           "global1": TimeFilter("abs-year-in", "2104")})
+    assert yes.answer == [1] and check_item(yes, conn, executor) is None
+    assert check_item(dataclasses.replace(yes, answer=[0]), conn, executor) is not None
+    bad_q = dataclasses.replace(yes, neural_sql=yes.neural_sql.replace("is there", "is there not"))
+    assert check_item(bad_q, conn, executor) is not None  # not a template question: oracle error -> mismatch
+
+
+def test_answer_sheet_in_a_separate_attached_file(db_path, tmp_path):
+    """The pipeline exports TB_CXR_PLUS apart from mimic_iv_cxr.db: filler and check work with it ATTACHed."""
+    import sqlite3
+
+    sheet = tmp_path / "answer_sheet.db"
+    src = sqlite3.connect(db_path)
+    src.execute("ATTACH DATABASE ? AS s", [str(sheet)])
+    src.execute("CREATE TABLE s.tb_cxr_plus AS SELECT * FROM main.tb_cxr_plus")
+    src.commit()
+    src.close()
+    user = tmp_path / "user.db"
+    src = sqlite3.connect(db_path)
+    src.execute("ATTACH DATABASE ? AS u", [str(user)])
+    for table in ("patients", "admissions", "tb_cxr"):
+        src.execute(f"CREATE TABLE u.{table} AS SELECT * FROM main.{table}")
+    src.commit()
+    src.close()
+    conn = sqlite3.connect(user)
+    conn.execute("ATTACH DATABASE ? AS sheet", [str(sheet)])
+    items = fill_items(conn, 3, CATALOG[::7])
+    assert len(items) == len(CATALOG[::7])
+    assert_consistent(items, conn)
+    conn.close()
