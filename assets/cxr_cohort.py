@@ -6,7 +6,7 @@ from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
 from assets.ingest import ingest_key
 from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.cxr import selection
-from ehrxqa_pipeline.cxr.integrity import check_images
+from ehrxqa_pipeline.cxr.integrity import JPEG_FAILURES, candidates_sql, check_images
 from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR
 from resources import PipelineConfig, Warehouse
 
@@ -40,14 +40,7 @@ def image_integrity(context: dg.AssetExecutionContext, pipeline_config: Pipeline
     settings = pipeline_config.settings()
     part = context.partition_key
     with warehouse.connect() as con:
-        images = con.execute(f"""
-            SELECT dicom_id, 'p' || substr(subject_id::VARCHAR, 1, 2) || '/p' || subject_id || '/s' || study_id
-                   || '/' || dicom_id || '.jpg' AS relpath, n_rows, n_columns
-            FROM cxr_cohort.image_rules
-            WHERE substr(subject_id::VARCHAR, 1, 2) = ?
-              AND ((frontal_view AND one_image_per_study AND max_20_studies)
-                   OR dicom_id IN (SELECT replace(image_id, '.dcm', '') FROM ingest.gold_relations))
-            ORDER BY dicom_id""", [part[1:]]).pl()
+        images = con.execute(candidates_sql(), [part[1:]]).pl()
     if settings.check_images:
         result = check_images(settings.source_dir / CXR_FILES_DIR, images, part)
     else:  # metadata-only source: nothing to check, the cohorts skip the JPEG rule
@@ -100,7 +93,7 @@ def cohorts(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, 
             **({"gold_checks": dg.MetadataValue.json(out["gold_checks"])} if cohort == "gold" else {})})
     for key, cohort in ((SILVER_KEY, "silver"), (GOLD_KEY, "gold")):
         reasons = out[f"{cohort}_reasons"]
-        jpeg = sum(reasons.get(r, 0) for r in ("missing_jpeg", "undecodable_jpeg", "size_mismatch"))
+        jpeg = sum(reasons.get(r, 0) for r in JPEG_FAILURES)
         yield dg.AssetCheckResult(
             check_name="not_empty", asset_key=key, passed=out["funnels"][cohort][-1][1] > 0,
             description=f"{out['funnels'][cohort][-1][1]} images; {jpeg} refused for their JPEG"

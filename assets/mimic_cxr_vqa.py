@@ -11,7 +11,7 @@ from assets.splits import SPLITS_KEY
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.questions import vqa_stats
 from ehrxqa_pipeline.questions.vqa_programs import answer_vocabulary
-from ehrxqa_pipeline.questions.vqa_records import build_records, write_split_json
+from ehrxqa_pipeline.questions.vqa_records import build_records, record_frame, write_split_json
 from ehrxqa_pipeline.questions.vqa_sampling import sample_vqa
 from resources import PipelineConfig, Warehouse
 
@@ -101,7 +101,7 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
     with warehouse.connect() as con:
         q, images = _questions_and_images(con)
         entropy = con.execute(f"SELECT * FROM {names.MIMIC_CXR_VQA}.answer_entropy").pl().to_dicts()
-    frame = vqa_stats.frame_from_records(build_records(q, images))
+    frame = record_frame(q, images)  # columnar; no per-record dicts needed for the tables
     md = vqa_stats.render_markdown(frame, entropy)
     stats = {"overall": vqa_stats.overall(frame), "by_content_type": vqa_stats.by_content_type(frame),
              "by_semantic_type": vqa_stats.by_semantic_type(frame), "answer_entropy": entropy}

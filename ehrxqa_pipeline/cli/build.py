@@ -37,6 +37,12 @@ def _root_cause(error) -> str:
     return error.message.strip()
 
 
+def _step_failures(result, partition: str | None = None) -> list[str]:
+    where = f"[{partition}]" if partition else ""
+    return [f"{e.step_key}{where}: {_root_cause(e.event_specific_data.error)}"
+            for e in result.all_events if e.is_step_failure]
+
+
 def _stages(defs: dg.Definitions, targets: list[dg.AssetKey]) -> list[list[dg.AssetKey]]:
     """Split targets into consecutive stages, each all-partitioned or all-unpartitioned, in dependency
     order: a run cannot mix partitioned and unpartitioned assets."""
@@ -68,7 +74,7 @@ def build(settings: Settings, select: str | None = None, instance: dg.DagsterIns
         # Observing records each source file's content hash, so later changes are detected.
         observed = job.execute_in_process(instance=instance, asset_selection=sources, raise_on_error=False,
                                           run_config=quiet)
-        failures = [e.message for e in observed.all_events if e.is_step_failure]
+        failures = _step_failures(observed)
         results = []
         graph = defs.resolve_asset_graph()
         for stage in _stages(defs, targets) if observed.success else []:
@@ -78,9 +84,7 @@ def build(settings: Settings, select: str | None = None, instance: dg.DagsterIns
                 result = job.execute_in_process(instance=instance, asset_selection=stage, partition_key=partition,
                                                 raise_on_error=False, run_config=quiet)
                 results.append(result)
-                failures += [f"{e.step_key}{'[' + partition + ']' if partition else ''}: "
-                             f"{_root_cause(e.event_specific_data.error)}"
-                             for e in result.all_events if e.is_step_failure]
+                failures += _step_failures(result, partition)
             if not all(r.success for r in results):
                 break  # later stages depend on this one
     summary = BuildSummary(success=observed.success and all(r.success for r in results),

@@ -13,13 +13,28 @@ from pathlib import Path
 import polars as pl
 from PIL import Image
 
+from ehrxqa_pipeline.sources.schema import image_relpath_sql
+
 OK = "ok"
 MISSING = "missing_jpeg"
 UNDECODABLE = "undecodable_jpeg"
 SIZE_MISMATCH = "size_mismatch"
+JPEG_FAILURES = (MISSING, UNDECODABLE, SIZE_MISMATCH)
 
 SCHEMA = {"dicom_id": pl.String, "partition": pl.String, "relpath": pl.String, "status": pl.String,
           "detail": pl.String}
+
+
+def candidates_sql(schema: str = "cxr_cohort") -> str:
+    """Images of one top folder (parameter: its two digits, e.g. '10') that need a sound JPEG: every image
+    passing rules 1-3 (either cohort) and every gold image."""
+    return f"""
+        SELECT dicom_id, {image_relpath_sql()} AS relpath, n_rows, n_columns
+        FROM {schema}.image_rules
+        WHERE substr(subject_id::VARCHAR, 1, 2) = ?
+          AND ((frontal_view AND one_image_per_study AND max_20_studies)
+               OR dicom_id IN (SELECT replace(image_id, '.dcm', '') FROM ingest.gold_relations))
+        ORDER BY dicom_id"""
 
 
 def _check(files_dir: Path, relpath: str, rows: int, columns: int) -> tuple[str, str | None]:

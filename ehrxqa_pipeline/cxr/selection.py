@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import duckdb
 
+from ehrxqa_pipeline.cxr.integrity import JPEG_FAILURES
+
 SILVER_RULES = ("frontal_view", "one_image_per_study", "max_20_studies", "has_36_boxes",
                 "box_width_within_3sd", "not_gold_patient")
 GOLD_RULES = ("frontal_view", "one_image_per_study", "max_20_studies")
@@ -97,16 +99,17 @@ COHORT_COLUMNS = ("subject_id, study_id, dicom_id AS image_id, view_position, st
                   "n_rows, n_columns")
 
 
-def _jpeg_reason(check_jpegs: bool, schema: str) -> tuple[str, str]:
+def _jpeg_reason(check_jpegs: bool, schema: str, alias: str) -> tuple[str, str]:
+    """(JOIN onto the integrity table for rows of ``alias``, the JPEG drop-reason expression)."""
     if not check_jpegs:
         return "", "NULL"
-    return (f" LEFT JOIN {schema}.image_integrity i USING (dicom_id)",
+    return (f" LEFT JOIN {schema}.image_integrity i ON i.dicom_id = {alias}.dicom_id",
             "CASE WHEN coalesce(i.status, 'missing_jpeg') <> 'ok' THEN coalesce(i.status, 'missing_jpeg') END")
 
 
 def build_cohorts(con: duckdb.DuckDBPyConnection, check_jpegs: bool, schema: str = "cxr_cohort") -> dict:
     """Create {schema}.silver / silver_rejected / gold / gold_rejected; return funnels and gold checks."""
-    join, jpeg = _jpeg_reason(check_jpegs, schema)
+    join, jpeg = _jpeg_reason(check_jpegs, schema, "r")
     con.execute(f"""
     CREATE OR REPLACE TEMP TABLE _silver AS
     SELECT r.*, coalesce(r.silver_reason, {jpeg}) AS reason FROM {schema}.image_rules r{join}""")
@@ -135,6 +138,7 @@ def build_cohorts(con: duckdb.DuckDBPyConnection, check_jpegs: bool, schema: str
     FROM gold_images g LEFT JOIN {schema}.image_rules m ON m.dicom_id = g.gold_image
     LEFT JOIN first_pick f ON f.subject_id = g.subject_id""")
     # Each gold patient's checked gold image takes the place of the automatic StudyOrder-1 pick.
+    join, jpeg = _jpeg_reason(check_jpegs, schema, "m")
     con.execute(f"""
     CREATE OR REPLACE TEMP TABLE _gold2 AS
     WITH marked AS (
@@ -144,12 +148,11 @@ def build_cohorts(con: duckdb.DuckDBPyConnection, check_jpegs: bool, schema: str
         FROM {schema}.image_rules r LEFT JOIN _gold_check c USING (subject_id))
     SELECT m.subject_id, m.study_id, m.dicom_id, m.view_position, m.study_datetime,
            CASE WHEN m.is_gold_image THEN 1 ELSE m.study_order END AS study_order, m.n_rows, m.n_columns,
-           m.gold_reason AS rule_reason,
            CASE WHEN m.is_gold_image THEN {jpeg}
                 WHEN m.auto_first AND m.problem IS NOT NULL THEN m.problem
                 WHEN m.auto_first AND m.gold_image IS NOT NULL THEN 'replaced_by_gold_image'
                 ELSE coalesce(m.gold_reason, {jpeg}) END AS reason
-    FROM marked m{join.replace("USING (dicom_id)", "ON i.dicom_id = m.dicom_id")}""")
+    FROM marked m{join}""")
     con.execute(f"CREATE OR REPLACE TABLE {schema}.gold AS SELECT {COHORT_COLUMNS} FROM _gold2 "
                 f"WHERE reason IS NULL ORDER BY subject_id, study_order")
     con.execute(f"CREATE OR REPLACE TABLE {schema}.gold_rejected AS SELECT dicom_id AS image_id, subject_id, "
@@ -182,8 +185,7 @@ def _gold_funnel(con, schema: str) -> list[tuple[str, int]]:
         remaining -= counts.get(rule, 0)
         out.append((rule, remaining))
     out.append(("first_study_rule", con.execute(
-        "SELECT count(*) FROM _gold2 WHERE reason IS NULL OR reason IN "
-        "('missing_jpeg', 'undecodable_jpeg', 'size_mismatch')").fetchone()[0]))
+        f"SELECT count(*) FROM _gold2 WHERE reason IS NULL OR reason IN {JPEG_FAILURES}").fetchone()[0]))
     out.append(("sound_jpeg", con.execute("SELECT count(*) FROM _gold2 WHERE reason IS NULL").fetchone()[0]))
     return out
 
@@ -196,7 +198,6 @@ def _funnel(con, table: str, rules: tuple[str, ...], check_jpegs: bool) -> list[
         remaining -= counts.get(rule, 0)
         out.append((rule, remaining))
     if check_jpegs:
-        remaining -= sum(v for k, v in counts.items() if k in ("missing_jpeg", "undecodable_jpeg",
-                                                              "size_mismatch"))
+        remaining -= sum(v for k, v in counts.items() if k in JPEG_FAILURES)
         out.append(("sound_jpeg", remaining))
     return out

@@ -55,6 +55,7 @@ def build_splits(con, seed: int, valid_fraction: float = VALID_FRACTION) -> dict
     """Create splits.images (one row per labelled image with split, view, sex, path, CTR/MTR, abnormal)
     and splits.images_rejected (cohort images without any label row: reason no_labels)."""
     from ehrxqa_pipeline.cxr.ratios import GOLD_BOXES_SQL, SILVER_BOXES_SQL, ratios_sql
+    from ehrxqa_pipeline.sources.schema import image_relpath_sql
 
     con.execute("CREATE SCHEMA IF NOT EXISTS splits")
     silver = con.execute("""
@@ -73,8 +74,7 @@ def build_splits(con, seed: int, valid_fraction: float = VALID_FRACTION) -> dict
     silver_ratios AS ({ratios_sql(SILVER_BOXES_SQL)}),
     gold_ratios AS ({ratios_sql(GOLD_BOXES_SQL)})
     SELECT l.image_id, l.subject_id, l.study_id, l.split, l.view_position, p.gender,
-           'p' || substr(l.subject_id::VARCHAR, 1, 2) || '/p' || l.subject_id || '/s' || l.study_id || '/'
-               || l.image_id || '.jpg' AS image_path,
+           {image_relpath_sql('l.subject_id', 'l.study_id', 'l.image_id')} AS image_path,
            -- test images use the radiologist-corrected gold boxes, silver boxes where a gold box is missing
            CASE WHEN l.split = 'test' THEN coalesce(g.ctr, s.ctr) ELSE s.ctr END AS ctr,
            CASE WHEN l.split = 'test' THEN coalesce(g.mtr, s.mtr) ELSE s.mtr END AS mtr,

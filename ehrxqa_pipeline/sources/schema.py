@@ -191,3 +191,9 @@ def image_relpath(subject_id: int, study_id: int, dicom_id: str) -> str:
     """Path of an image below ``files/``: ``p10/p10000032/s50414267/<dicom_id>.jpg``."""
     s = str(subject_id)
     return f"p{s[:2]}/p{s}/s{study_id}/{dicom_id}.jpg"
+
+
+def image_relpath_sql(subject: str = "subject_id", study: str = "study_id", image: str = "dicom_id") -> str:
+    """``image_relpath`` as a SQL expression over the given columns (DuckDB)."""
+    return (f"'p' || substr({subject}::VARCHAR, 1, 2) || '/p' || {subject} || '/s' || {study} || '/' "
+            f"|| {image} || '.jpg'")
