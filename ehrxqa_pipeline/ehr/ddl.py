@@ -31,6 +31,7 @@ class Table:
     columns: tuple[Column, ...]
     unique: tuple[tuple[str, ...], ...] = ()
     foreign_keys: tuple[tuple[str, str, str], ...] = ()  # (column, parent table, parent column)
+    indexes: tuple[tuple[str, ...], ...] = ()  # SQLite secondary indexes (foreign keys by default)
 
     @property
     def names(self) -> list[str]:
@@ -40,13 +41,16 @@ class Table:
         return {c.name: c.type for c in self.columns}
 
 
-def _table(name: str, spec: str, unique=(), fks=()) -> Table:
-    """``spec``: ``"col:type, col:type!"``; ``!`` marks NOT NULL. ``row_id:int!`` is prepended."""
+def _table(name: str, spec: str, unique=(), fks=(), indexes=None) -> Table:
+    """``spec``: ``"col:type, col:type!"``; ``!`` marks NOT NULL. ``row_id:int!`` is prepended. Every
+    foreign-key column gets a SQLite index unless ``indexes`` says otherwise (a NeuralSQL / gold query
+    filters by patient, visit or study: without them each lookup scans the table)."""
     cols = [Column("row_id", "int", True)]
     for part in spec.split(","):
         col, typ = part.strip().split(":")
         cols.append(Column(col, typ.rstrip("!"), typ.endswith("!")))
-    return Table(name, tuple(cols), tuple(unique), tuple(fks))
+    indexes = tuple((c,) for c, _, _ in fks) if indexes is None else tuple(indexes)
+    return Table(name, tuple(cols), tuple(unique), tuple(fks), indexes)
 
 
 _SUBJ = ("subject_id", "patients", "subject_id")
@@ -92,7 +96,8 @@ TABLES: tuple[Table, ...] = (
 ANSWER_TABLE = _table(
     "tb_cxr_plus", "subject_id:int!, hadm_id:int, study_id:int!, image_id:str!, viewposition:str!, "
     "studydatetime:ts!, studyorder:int!, object:str!, relation:int!, attribute:str!, category:str!, "
-    "ct_ratio:float, mt_ratio:float", [("image_id", "object", "attribute")])
+    "ct_ratio:float, mt_ratio:float", [("image_id", "object", "attribute")],
+    indexes=[("study_id", "relation"), ("subject_id",)])
 
 BY_NAME: dict[str, Table] = {t.name: t for t in (*TABLES, ANSWER_TABLE)}
 MIMIC_TABLES = tuple(t.name for t in TABLES if t.name != "tb_cxr")  # the 17 MIMIC-IV-derived tables
@@ -111,6 +116,12 @@ def create_sql(table: Table, dialect: str, qualified: str | None = None) -> str:
     lines += [f"FOREIGN KEY ({col}) REFERENCES {parent} ({pcol})" for col, parent, pcol in table.foreign_keys]
     body = ",\n    ".join(lines)
     return f"CREATE TABLE {qualified or table.name} (\n    {body}\n)"
+
+
+def index_sql(table: Table) -> list[str]:
+    """CREATE INDEX statements of ``table`` (SQLite; run after loading)."""
+    return [f"CREATE INDEX idx_{table.name}_{'_'.join(cols)} ON {table.name} ({', '.join(cols)})"
+            for cols in table.indexes]
 
 
 def select_sql(table: Table, source: str, dialect: str) -> str:

@@ -5,7 +5,8 @@
 * ``out_dir/mimic_iv_cxr.duckdb`` and ``out_dir/mimic_iv_cxr.db`` (SQLite): the 17 MIMIC-IV-derived tables
   + TB_CXR, created with the declared DDL of ``ddl`` (PRIMARY KEY, UNIQUE, NOT NULL, FOREIGN KEY -- the
   published build discards its DDL, defect 13) and filled parents first, so both engines enforce the keys
-  while loading (SQLite with ``PRAGMA foreign_keys=ON`` and a final ``foreign_key_check``);
+  while loading (SQLite with ``PRAGMA foreign_keys=ON`` and a final ``foreign_key_check``); SQLite files get
+  the declared secondary indexes (``ddl.index_sql``: foreign-key columns, the answer sheet's study_id);
 * ``answers_dir/tb_cxr_plus.duckdb`` and ``answers_dir/tb_cxr_plus.db``: the answer sheet alone, by default
   in ``out_dir/../answers/<out_dir name>/`` so that shipping ``out_dir`` never ships the answers.
 
@@ -28,7 +29,7 @@ from pathlib import Path
 import duckdb
 
 from ehrxqa_pipeline.ehr.config import DB_NAME
-from ehrxqa_pipeline.ehr.ddl import ANSWER_TABLE, TABLES, Table, create_sql, select_sql
+from ehrxqa_pipeline.ehr.ddl import ANSWER_TABLE, TABLES, Table, create_sql, index_sql, select_sql
 
 BATCH = 50_000
 
@@ -103,6 +104,8 @@ def write_sqlite(con: duckdb.DuckDBPyConnection, schema: str, tables: tuple[Tabl
                 cur.execute(select_sql(table, f"{schema}.{table.name}", "sqlite"))
                 while batch := cur.fetchmany(BATCH):  # batches of rows straight into executemany
                     db.executemany(insert, batch)
+                for statement in index_sql(table):
+                    db.execute(statement)
         finally:
             cur.close()
         db.commit()

@@ -50,6 +50,11 @@ def test_files_layout_and_declared_keys(exported):
         pk = [r[1] for r in db.execute("PRAGMA table_info(patients)") if r[5]]
         assert pk == ["row_id"]
         assert db.execute("SELECT typeof(hadm_id) FROM admissions LIMIT 1").fetchone()[0] == "integer"
+        plan = db.execute("EXPLAIN QUERY PLAN SELECT * FROM diagnoses_icd WHERE subject_id = 1").fetchall()
+        assert "USING INDEX idx_diagnoses_icd_subject_id" in str(plan)  # foreign keys are indexed
+    with sqlite3.connect(e.answers_sqlite_path) as db:
+        plan = db.execute("EXPLAIN QUERY PLAN SELECT * FROM tb_cxr_plus WHERE study_id = 1 AND relation = 1").fetchall()
+        assert "idx_tb_cxr_plus_study_id_relation" in str(plan)
     con = duckdb.connect()
     con.execute(f"ATTACH '{e.duckdb_path}' AS x (READ_ONLY)")
     con.execute(f"ATTACH '{e.answers_duckdb_path}' AS y (READ_ONLY)")

@@ -5,6 +5,8 @@ Patients 1 (f), 2 (m), 3 (f). Admissions: 101 (patient 1, 2104-03-01..2104-03-10
 Studies (study_id: patient, time, hadm): 11: 1, 2104-03-02 10:00, 101; 12: 1, 2104-03-05 08:00, 101;
 13: 1, 2105-12-21 09:00, 102; 21: 2, 2105-06-02 12:00, 201; 22: 2, 2105-11-15 07:30, none; 31: 3, 2103-07-07.
 TB_CXR_PLUS has one row per study x pool pair (relation 0/1), affirmed rows as in AFFIRMED.
+Ages at admission: 101: 54, 102: 55, 201: 45. Table events (EVENTS): the diagnosis title "pneumonia, unspecified
+organism" belongs to two ICD codes (ICD-9 486 and ICD-10 j189), as real MIMIC-IV titles collide.
 """
 
 from __future__ import annotations
@@ -35,6 +37,35 @@ AFFIRMED = {
 }
 
 
+DIAGNOSES = [("486", "pneumonia, unspecified organism"), ("j189", "pneumonia, unspecified organism"),
+             ("i10", "essential hypertension")]
+PROCEDURES = [("0bh17ez", "insertion of endotracheal airway into trachea")]
+EVENTS = {  # table -> rows (subject_id, hadm_id, code or drug, time)
+    "diagnoses_icd": [(1, 101, "486", "2104-03-01 09:00:00"), (1, 102, "j189", "2105-12-20 11:00:00"),
+                      (2, 201, "i10", "2105-06-03 10:00:00")],
+    "procedures_icd": [(1, 101, "0bh17ez", "2104-03-04 12:00:00")],
+    "prescriptions": [(1, 101, "heparin", "2104-03-03 08:00:00"), (2, 201, "furosemide", "2105-06-01 10:00:00"),
+                      (2, 201, "heparin", "2105-06-05 10:00:00")],
+}
+
+
+def _events(con: sqlite3.Connection) -> None:
+    con.executescript("""
+        CREATE TABLE d_icd_diagnoses (row_id INTEGER, icd_code TEXT, long_title TEXT);
+        CREATE TABLE d_icd_procedures (row_id INTEGER, icd_code TEXT, long_title TEXT);
+        CREATE TABLE diagnoses_icd (row_id INTEGER, subject_id INTEGER, hadm_id INTEGER, icd_code TEXT, charttime TEXT);
+        CREATE TABLE procedures_icd (row_id INTEGER, subject_id INTEGER, hadm_id INTEGER, icd_code TEXT, charttime TEXT);
+        CREATE TABLE prescriptions (row_id INTEGER, subject_id INTEGER, hadm_id INTEGER, starttime TEXT, stoptime TEXT,
+            drug TEXT, dose_val_rx TEXT, dose_unit_rx TEXT, route TEXT);
+    """)
+    for table, rows in (("d_icd_diagnoses", DIAGNOSES), ("d_icd_procedures", PROCEDURES)):
+        con.executemany(f"INSERT INTO {table} VALUES (?, ?, ?)", [(i, *r) for i, r in enumerate(rows)])
+    for table in ("diagnoses_icd", "procedures_icd"):
+        con.executemany(f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?)", [(i, *r) for i, r in enumerate(EVENTS[table])])
+    con.executemany("INSERT INTO prescriptions (row_id, subject_id, hadm_id, drug, starttime) VALUES (?, ?, ?, ?, ?)",
+                    [(i, *r) for i, r in enumerate(EVENTS["prescriptions"])])
+
+
 def build_db(path: Path) -> Path:
     con = sqlite3.connect(path)
     con.executescript("""
@@ -51,10 +82,12 @@ def build_db(path: Path) -> Path:
     con.executemany("INSERT INTO patients VALUES (?, ?, ?, ?, NULL)",
                     [(0, 1, "f", "2050-01-01 00:00:00"), (1, 2, "m", "2060-01-01 00:00:00"),
                      (2, 3, "f", "2070-01-01 00:00:00")])
-    con.executemany("INSERT INTO admissions (row_id, subject_id, hadm_id, admittime, dischtime) VALUES (?, ?, ?, ?, ?)",
-                    [(0, 1, 101, "2104-03-01 08:00:00", "2104-03-10 12:00:00"),
-                     (1, 1, 102, "2105-12-20 10:00:00", None),
-                     (2, 2, 201, "2105-06-01 09:00:00", "2105-06-15 16:00:00")])
+    con.executemany("INSERT INTO admissions (row_id, subject_id, hadm_id, admittime, dischtime, age) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [(0, 1, 101, "2104-03-01 08:00:00", "2104-03-10 12:00:00", 54),
+                     (1, 1, 102, "2105-12-20 10:00:00", None, 55),
+                     (2, 2, 201, "2105-06-01 09:00:00", "2105-06-15 16:00:00", 45)])
+    _events(con)
     plus, order = [], {}
     for i, (sid, subj, hadm, t, view, ct, mt) in enumerate(STUDIES):
         con.execute("INSERT INTO tb_cxr VALUES (?, ?, ?, ?, ?, ?, ?)", (i, subj, hadm, sid, f"img{sid}", view, t))

@@ -32,6 +32,13 @@ def test_answers_are_not_trivial(items):
         answers = [i.answer for i in items if i.template.scope == scope]
         assert [1] in answers and any(len(a) >= 1 and a not in ([0], [1]) for a in answers), scope
     assert [0] in [i.answer for i in items if i.template.scope != "IMAGE-GROUP-N"]
+    group = [i for i in items if i.template.scope == "MULTIMODAL-GROUP"]
+    assert {0, 1} <= {i.answer[0] for i in group if i.template.form.endswith("count")}
+    assert [] in [i.answer for i in group if i.template.form.endswith("list")]
+    assert any(i.answer for i in group if i.template.form.endswith("list"))
+    for form in ("same", "cxr-after", "event-after"):  # image+table yes/no questions reach both outcomes
+        answers = [i.answer for i in items if getattr(i.template, "form", "") == form]
+        assert [0] in answers and [1] in answers, form
 
 
 def test_items_are_valid(items, conn):
@@ -50,6 +57,24 @@ def test_fill_is_deterministic(conn):
     a = [(i.question, i.gold_sql) for i in fill_items(conn, 5, CATALOG[:20] + CATALOG[-20:])]
     b = [(i.question, i.gold_sql) for i in fill_items(conn, 5, CATALOG[:20] + CATALOG[-20:])]
     assert a == b and len(a) == 40
+
+
+def test_multimodal_draws_follow_the_tables(items, conn):
+    from tests.ehrxqa import EVENTS
+
+    names = {"diagnosis_name": {c for *_, c, _ in EVENTS["diagnoses_icd"]},
+             "drug_name": {d for _, _, d, _ in EVENTS["prescriptions"]}}
+    titles = dict(conn.execute("select icd_code, long_title from d_icd_diagnoses"))
+    for i in (i for i in items if i.template.scope == "MULTIMODAL-SINGLE"):
+        if "diagnosis_name" in i.values:  # a title of one of the patient's own diagnoses
+            assert i.values["diagnosis_name"] in {titles[c] for s, _, c, _ in EVENTS["diagnoses_icd"]
+                                                  if s == i.values["patient_id"]}
+        if "drug_name" in i.values:
+            assert i.values["drug_name"] in names["drug_name"]
+        if i.template.form == "same":  # "within the same period" always names a period
+            assert i.values["global1"].tag != "null"
+        else:
+            assert "within" in i.values and i.record()["t_tag"][2] == i.values["within"].tag
 
 
 def test_record_fields(conn):
@@ -115,7 +140,8 @@ def test_answer_sheet_in_a_separate_attached_file(db_path, tmp_path):
     user = tmp_path / "user.db"
     src = sqlite3.connect(db_path)
     src.execute("ATTACH DATABASE ? AS u", [str(user)])
-    for table in ("patients", "admissions", "tb_cxr"):
+    for table in ("patients", "admissions", "tb_cxr", "d_icd_diagnoses", "d_icd_procedures", "diagnoses_icd",
+                  "procedures_icd", "prescriptions"):
         src.execute(f"CREATE TABLE u.{table} AS SELECT * FROM main.{table}")
     src.commit()
     src.close()
@@ -125,3 +151,15 @@ def test_answer_sheet_in_a_separate_attached_file(db_path, tmp_path):
     assert len(items) == len(CATALOG[::7])
     assert_consistent(items, conn)
     conn.close()
+
+
+def test_multimodal_record_fields(conn):
+    item = ImageFiller(conn).instantiate(BY_INDEX[6020], {"global1": TimeFilter(), "age_group": "50s", "gender": "f",
+                                                           **LL_LO})
+    r = item.record()
+    assert r["answer"] == [1] and r["modality"] == "image+table" and r["value"] == {"gender": "f"}
+    assert r["o_tag"] == {"age_group": {"nlq": "50s", "sql": "between 20 and 29".replace("20 and 29", "50 and 59"),
+                                        "type": "50s", "sql_pattern": "[age_group]"}}
+    assert r["t_tag"] == ["null", "", "", "", ""]
+    assert r["tag"] == ("Count the number of {gender} patients aged [age_group:50s] who had a chest X-ray study during "
+                        "hospital visit indicating lung opacity in the left lung [time_filter_global1:null].")

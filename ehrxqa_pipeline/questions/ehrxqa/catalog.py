@@ -29,7 +29,7 @@ from ehrxqa_pipeline.questions.ehrxqa.vqa_gold import SUPPORTED, gold_vqa
 from ehrxqa_pipeline.questions.vqa_templates import (CATEGORY_PLURAL, CATEGORY_TEXT, SLOT_COLUMNS, get_template,
                                                      render_question)
 
-SCOPES = ("IMAGE-SINGLE-1", "IMAGE-SINGLE-2", "IMAGE-SINGLE-N", "IMAGE-GROUP-N")
+IMAGE_SCOPES = ("IMAGE-SINGLE-1", "IMAGE-SINGLE-2", "IMAGE-SINGLE-N", "IMAGE-GROUP-N")
 _TIME1 = "the [time_filter_exact1] study of patient {patient_id} [time_filter_global1]"
 _TIME2 = "the [time_filter_exact2] study of patient {patient_id} [time_filter_global2]"
 # 2-image reference pairs: (index base, target words, compared words)
@@ -82,7 +82,7 @@ def vqa_question(vqa_key: str, values: dict) -> str:
 
 
 def render(text: str, values: dict) -> str:
-    """Fill every slot of an image template text; lower-cased, spaces tidied."""
+    """Fill every slot of a template text; lower-cased, spaces tidied. Tense placeholders follow global1."""
     def visual(m: re.Match) -> str:
         slot = m.group(1)
         if slot == "comparison":
@@ -91,16 +91,25 @@ def render(text: str, values: dict) -> str:
         if slot.startswith("category"):
             return (CATEGORY_TEXT if text[:m.start()].lower().endswith("which ") else CATEGORY_PLURAL)[v]
         return v
-    out = _VSLOT.sub(visual, text)
+    out = slots.tense(_VSLOT.sub(visual, text), values.get("global1"))
     for i in ("1", "2"):
         if f"[time_filter_exact{i}]" in out:
             out = out.replace(f"[time_filter_exact{i}]", values[f"exact{i}"])
         if f"[time_filter_global{i}]" in out:
             out = out.replace(f"[time_filter_global{i}]", values.get(f"global{i}", slots.TimeFilter()).nl)
-    out = out.replace("[unit_count]", values.get("unit_count", ""))
-    out = re.sub(r"\{(\w+)\}", lambda m: str(values[m.group(1)]), out)
+    if "[time_filter_within]" in out:
+        out = out.replace("[time_filter_within]", values["within"].nl)
+    out = out.replace("[unit_count]", values.get("unit_count", "")).replace("[age_group]", values.get("age_group", ""))
+    out = re.sub(r"\{(\w+)\}", lambda m: str(slots.GENDER.get(values[m.group(1)], values[m.group(1)])
+                                              if m.group(1) == "gender" else values[m.group(1)]), out)
     out = re.sub(r"\s+", " ", out)
     return re.sub(r" ([,?.])", r"\1", out).strip().lower()
+
+
+def indicator(vqa_key: str, values: dict, sid: str = "tb_cxr.study_id") -> tuple[str, str]:
+    """(gold, NeuralSQL) conditions: the study ``sid`` shows what the verify template ``vqa_key`` asks."""
+    gold = f"{gold_vqa(vqa_key, _vqa_args(vqa_key, values), sid)[1]} = 1"
+    return gold, f'func_vqa("{vqa_question(vqa_key, values)}", {sid}) = true'
 
 
 @dataclass(frozen=True)
@@ -108,7 +117,7 @@ class ImageTemplate:
     """One EHRXQA image-related template."""
 
     index: int
-    scope: str  # one of SCOPES
+    scope: str  # one of IMAGE_SCOPES
     text: str  # paper wording with slots
     vqa_key: str  # the embedded MIMIC-CXR-VQA template
     ref: str  # SINGLE-1: time / id; SINGLE-2: a PAIRS key; N / GROUP: a FORMS_N key
@@ -117,6 +126,13 @@ class ImageTemplate:
     @property
     def comparisons(self) -> tuple[str, ...]:
         return slots.COMPARISONS if self.kind == "attr" else slots.SET_COMPARISONS if self.kind else ()
+
+    @property
+    def one_row(self) -> bool:
+        """The answer must be exactly one row: verify questions, "how many ... since", "when", 2-image
+        attribute / "any" comparisons."""
+        verify_one = self.scope == "IMAGE-SINGLE-1" and get_template(self.vqa_key).semantic_type == "verify"
+        return verify_one or self.ref in ("since", "when", "has", "count", "group-count") or self.kind in ("attr", "any")
 
     def question(self, values: dict) -> str:
         return render(self.text, values)
@@ -180,14 +196,13 @@ class ImageTemplate:
         pid = None if group else int(v["patient_id"])
         flt = v.get("global1", slots.TimeFilter()).sql(pid)
         base = [] if group else [f"tb_cxr.subject_id = {pid}"]
-        gold_p = f"{gold_vqa(self.vqa_key, _vqa_args(self.vqa_key, v), 'tb_cxr.study_id')[1]} = 1"
-        neural_p = f'func_vqa("{vqa_question(self.vqa_key, v)}", tb_cxr.study_id) = true'
+        gold_p, neural_p = indicator(self.vqa_key, v)
         out = []
         for pred in (gold_p, neural_p):
             w = slots.where(*base, flt, pred)
             if self.ref in ("since", "when"):
-                order = slots.EXACT[v["exact1"]]
-                inner = f"select tb_cxr.studydatetime from tb_cxr{w} order by {slots.COL} {order} limit 1"
+                inner = (f"select tb_cxr.studydatetime from tb_cxr{w}"
+                         + slots.exact_clause(v["exact1"], slots.COL, "tb_cxr.study_id"))
                 if self.ref == "when":
                     out.append(inner)
                 else:
@@ -228,12 +243,4 @@ def _build() -> tuple[ImageTemplate, ...]:
     return tuple(out)
 
 
-CATALOG: tuple[ImageTemplate, ...] = _build()
-BY_INDEX: dict[int, ImageTemplate] = {t.index: t for t in CATALOG}
-
-
-def templates(scope: str | None = None) -> tuple[ImageTemplate, ...]:
-    """The catalog, or one scope's templates."""
-    if scope is not None and scope not in SCOPES:
-        raise ValueError(f"unknown scope {scope!r}; known: {SCOPES}")
-    return tuple(t for t in CATALOG if scope is None or t.scope == scope)
+IMAGE_TEMPLATES: tuple[ImageTemplate, ...] = _build()

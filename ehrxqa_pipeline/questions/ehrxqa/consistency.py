@@ -11,7 +11,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from ehrxqa_pipeline.questions.ehrxqa.filler import FilledItem, run_sql
+from ehrxqa_pipeline.questions.ehrxqa.filler import run_sql
+from ehrxqa_pipeline.questions.ehrxqa.item import FilledItem
 from ehrxqa_pipeline.questions.neuralsql import NeuralSqlError, NeuralSqlExecutor, OracleModule, same_answer
 
 

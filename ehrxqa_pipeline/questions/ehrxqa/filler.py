@@ -1,17 +1,22 @@
-"""Value filler: instantiates image templates with values drawn from an EHRXQA SQLite database.
+"""Value filler: instantiates EHRXQA image and image+table templates with values drawn from a database.
 
-``ImageFiller(conn)`` reads, once, the studies of TB_CXR (patient, study, time, hadm_id) and the
-(object, attribute, category) pool and the positives of TB_CXR_PLUS; ``conn`` must see both tables (one
-database, or the answer sheet ATTACHed). ``fill(template, rng)`` draws values for one template:
-- a patient with >= 1 study (SINGLE-1 / SINGLE-N), >= 2 studies (SINGLE-2); study ids of that patient;
-- time filters anchored at one of the patient's studies (so the reference usually resolves);
+``ImageFiller(conn)`` reads, once, the studies of TB_CXR (patient, study, time, hadm_id), the (object,
+attribute, category) pool and the positives of TB_CXR_PLUS; for image+table templates also, on first use,
+each patient's diagnoses, procedures and prescriptions (name, time, hadm_id), admission ages and genders.
+``conn`` must see TB_CXR_PLUS too (one database, or the answer sheet ATTACHed). ``fill(template, rng)``
+draws values for one template (paper section 4.1.4, stages 1-4):
+- a patient with >= 1 study (>= 2 for 2-image templates; >= 1 event of the kind for image+table); study ids
+  and event names of that patient;
+- time filters anchored at one of the patient's studies or events (``time_filter``: every non-visit filter
+  offered contains the anchor, checked in SQLite), within filters that usually cover the anchor pair's gap,
+  age groups and genders usually those of the anchor study's admission / patient;
 - ontology-valid visual values: every (object, attribute) pair in the pool, every (object, category) with a
   pool pair, the category of a choose template = its attributes' category, two values of a kind distinct;
-  half the draws start from a positive label of the patient's studies, so answers are not all negative;
+  half the draws start from a positive label of the anchor studies, so answers are not all negative;
 - a comparison label allowed for the template (``ImageTemplate.comparisons``).
 It keeps a draw only when every study reference resolves to exactly one study (for 2-image, the compared
 study strictly earlier than the target), the gold SQL executes without error, and the answer is valid
-(no NULL; exactly one row for verify, "how many ... since" and "when" questions).
+(no NULL; exactly one row where ``template.one_row``).
 ``fill_items(conn, seed)`` fills every template with its own generator
 ``rng.generator(seed, "ehrxqa.image.<index>")``; ``instantiate(template, values)`` builds one item from given
 values (same validity rules).
@@ -20,51 +25,40 @@ values (same validity rules).
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
-from ehrxqa_pipeline.questions.ehrxqa.catalog import CATALOG, ImageTemplate
-from ehrxqa_pipeline.questions.ehrxqa.slots import EXACT, UNIT_COUNT, TimeFilter
+from ehrxqa_pipeline.questions.ehrxqa.item import FilledItem
+from ehrxqa_pipeline.questions.ehrxqa.multimodal import EVENTS
+from ehrxqa_pipeline.questions.ehrxqa.registry import CATALOG
+from ehrxqa_pipeline.questions.ehrxqa.slots import AGE_GROUP, IMAGE_EXACT, UNIT_COUNT, TimeFilter, WithinFilter
 from ehrxqa_pipeline.questions.neuralsql import normalise_rows, postprocess_query
 from ehrxqa_pipeline.questions.vqa_templates import get_template
 from ehrxqa_pipeline.rng import generator
 
-NOW_YEAR, NOW_MONTH = 2105, 12
-
-
-@dataclass
-class FilledItem:
-    """One instantiated template: question, both queries and the gold answer."""
-
-    template: ImageTemplate
-    values: dict
-    question: str
-    gold_sql: str
-    neural_sql: str
-    answer: list
-    studies: list[int] = field(default_factory=list)  # the resolved study references
-
-    def record(self) -> dict:
-        """The EHRXQA record fields this step fills (reference-builders.md 6.7); ``_gold_program`` kept."""
-        v = self.values
-        tags = [v[k].tag if k in v else "" for k in ("global1", "global2")] + [""] + \
-               [f"exact-{v[k]}" if k in v else "" for k in ("exact1", "exact2")]
-        vtag = {kind: [v[c] for c in (f"{kind}_1", f"{kind}_2") if c in v] for kind in ("object", "attribute",
-                                                                                          "category")}
-        if "comparison" in v:
-            vtag["comparison"] = [v["comparison"]]
-        return {"db_id": "mimic_iv_cxr", "template": self.question, "query": self.neural_sql.lower(),
-                "value": {k: v[k] for k in ("patient_id", "study_id", "study_id1", "study_id2") if k in v},
-                "q_tag": self.template.text, "t_tag": tags,
-                "o_tag": {"unit_count": v["unit_count"]} if "unit_count" in v else {}, "v_tag": vtag,
-                "template_index": self.template.index, "scope": self.template.scope,
-                "_gold_program": self.gold_sql.lower(), "answer": self.answer}
+__all__ = ["FilledItem", "ImageFiller", "fill_items", "run_sql"]
+NOW_YEAR, NOW_MONTH, NOW_DAY = 2105, 12, 31
+_EVENT_SQL = {
+    "diagnoses_icd": "select d.subject_id, dd.long_title, d.charttime, d.hadm_id from diagnoses_icd d join "
+                     "d_icd_diagnoses dd on dd.icd_code = d.icd_code order by 1, 3, 2",
+    "procedures_icd": "select d.subject_id, dd.long_title, d.charttime, d.hadm_id from procedures_icd d join "
+                      "d_icd_procedures dd on dd.icd_code = d.icd_code order by 1, 3, 2",
+    "prescriptions": "select subject_id, drug, starttime, hadm_id from prescriptions order by 1, 3, 2",
+}
 
 
 def run_sql(conn: sqlite3.Connection, sql: str) -> list:
     """Normalised answer of a plain SQL query (``current_time`` substituted)."""
     return normalise_rows(conn.execute(postprocess_query(sql)).fetchall())
+
+
+def _pick(rng: np.random.Generator, xs):
+    return xs[int(rng.integers(len(xs)))] if len(xs) else None
+
+
+def _age_group(age: int) -> str | None:
+    return "60 or above" if age >= 60 else f"{age // 10 * 10}s" if age >= 20 else None
 
 
 class ImageFiller:
@@ -84,6 +78,28 @@ class ImageFiller:
         for sid, o, a, c in conn.execute("select distinct study_id, object, attribute, category from tb_cxr_plus "
                                          "where relation = 1 order by study_id, object, attribute"):
             self.positives.setdefault(sid, []).append((o, a, c))
+        self._contains: dict[tuple[TimeFilter, str], bool] = {}
+
+    # -- table events (image+table templates), read on first use -------------------------------------------
+    @cached_property
+    def events(self) -> dict[str, dict[int, list[tuple]]]:
+        """table -> patient -> [(name, time, hadm_id)] ordered by time, for the patients with studies."""
+        out: dict[str, dict[int, list[tuple]]] = {}
+        for table, sql in _EVENT_SQL.items():
+            per: dict[int, list[tuple]] = {}
+            for subject, name, time, hadm in self.conn.execute(sql):
+                if subject in self.by_patient:
+                    per.setdefault(subject, []).append((name, time, hadm))
+            out[table] = per
+        return out
+
+    @cached_property
+    def age_of(self) -> dict[int, int]:
+        return dict(self.conn.execute("select hadm_id, age from admissions where age is not null"))
+
+    @cached_property
+    def gender_of(self) -> dict[int, str]:
+        return dict(self.conn.execute("select subject_id, gender from patients"))
 
     # -- visual values -----------------------------------------------------------------------------------
     def _valid(self, o=(), a=(), c=()) -> bool:
@@ -97,9 +113,8 @@ class ImageFiller:
         attributes = sorted({a for _, a, _ in self.pairs})
         categories = sorted({c for _, _, c in self.pairs})
         seeds = [p for s in studies for p in self.positives.get(s, [])]
-        pick = lambda xs: xs[int(rng.integers(len(xs)))] if xs else None  # noqa: E731
         for _ in range(tries):
-            seed = pick(seeds) if seeds and rng.random() < 0.5 else None
+            seed = _pick(rng, seeds) if seeds and rng.random() < 0.5 else None
             v: dict[str, str] = {}
             for kind, pool, pos in (("object", objects, 0), ("attribute", attributes, 1), ("category", categories, 2)):
                 for i, col in enumerate((f"{kind}_1", f"{kind}_2")):
@@ -108,7 +123,7 @@ class ImageFiller:
                     if kind == "category" and "attribute_1" in v:
                         v[col] = self.category_of[v["attribute_1"]]
                         continue
-                    v[col] = seed[pos] if seed is not None and i == 0 else pick(pool)
+                    v[col] = seed[pos] if seed is not None and i == 0 else _pick(rng, pool)
             if any(v.get(f"{k}_1") is not None and v.get(f"{k}_1") == v.get(f"{k}_2")
                    for k in ("object", "attribute", "category")):
                 continue
@@ -122,37 +137,60 @@ class ImageFiller:
         return None
 
     # -- time filters ------------------------------------------------------------------------------------
-    def time_filter(self, rng: np.random.Generator, anchor: tuple, patient: bool = True) -> TimeFilter:
-        """A global filter that contains the anchor study's time (hospital-visit ones may not)."""
-        t = anchor[2]
-        y, m = int(t[:4]), int(t[5:7])
-        days = self.conn.execute(f"select cast(julianday('{NOW_YEAR}-12-31 23:59:00') - julianday(?) as integer)",
-                                 [t]).fetchone()[0]
-        options = [TimeFilter(), TimeFilter("abs-year-in", t[:4]), TimeFilter("abs-year-since", t[:4]),
-                   TimeFilter("abs-year-until", t[:4]), TimeFilter("abs-month-in", t[:7]),
-                   TimeFilter("abs-day-in", t[:10]), TimeFilter("rel-year-since", NOW_YEAR - y + 1),
-                   TimeFilter("rel-month-since", (NOW_YEAR - y) * 12 + NOW_MONTH - m + 1),
-                   TimeFilter("rel-day-since", days + 1)]
-        if NOW_YEAR - y in (0, 1):
-            options.append(TimeFilter("rel-year-this" if y == NOW_YEAR else "rel-year-last"))
-        if (NOW_YEAR - y) * 12 + NOW_MONTH - m in (0, 1):
-            options.append(TimeFilter("rel-month-this" if (y, m) == (NOW_YEAR, NOW_MONTH) else "rel-month-last"))
-        if patient and anchor[3] is not None:
-            options += [TimeFilter("rel-hosp-cur"), TimeFilter("rel-hosp-first"), TimeFilter("rel-hosp-last")]
-        return options[int(rng.integers(len(options)))]
+    def contains(self, flt: TimeFilter, time: str) -> bool:
+        """Whether the (non-visit) filter holds for an event at ``time`` (evaluated by SQLite)."""
+        key = (flt, time)
+        if key not in self._contains:
+            cond = flt.sql(None, column=f"'{time}'") or "1"
+            self._contains[key] = bool(self.conn.execute(postprocess_query(f"select {cond}")).fetchone()[0])
+        return self._contains[key]
 
-    # -- one draw ----------------------------------------------------------------------------------------
-    def _draw(self, t: ImageTemplate, rng: np.random.Generator) -> dict | None:
+    def time_filter(self, rng: np.random.Generator, anchor_time: str, hadm_id: int | None = None,
+                    patient: bool = True, allow_null: bool = True) -> TimeFilter:
+        """A global filter containing ``anchor_time`` (visit filters, offered when the anchor lies in an
+        admission of a single patient, may not contain it)."""
+        t = anchor_time
+        y, m = int(t[:4]), int(t[5:7])
+        years, months = NOW_YEAR - y, (NOW_YEAR - y) * 12 + NOW_MONTH - m
+        days = int(self.conn.execute(f"select julianday('{NOW_YEAR}-12-31 23:59:00') - julianday(?)", [t]).fetchone()[0])
+        options = [TimeFilter(f"abs-{unit}-{rel}", t[:n]) for unit, n in (("year", 4), ("month", 7), ("day", 10))
+                   for rel in ("in", "since", "until")]
+        options += [TimeFilter("rel-year-since", years + 1), TimeFilter("rel-month-since", months + 1),
+                    TimeFilter("rel-day-since", days + 1), TimeFilter("rel-year-until", max(years, 1)),
+                    TimeFilter("rel-month-until", max(months, 1)), TimeFilter("rel-day-until", max(days, 1))]
+        for rel, back in (("this", 0), ("last", 1)):
+            options += [TimeFilter(f"rel-year-{rel}"), TimeFilter(f"rel-month-{rel}"), TimeFilter(f"rel-day-{rel}"),
+                        TimeFilter(f"mix-month-{rel}_year", t[5:7]), TimeFilter(f"mix-day-{rel}_year", t[5:10]),
+                        TimeFilter(f"mix-day-{rel}_month", t[8:10])]
+        options = [f for f in options if self.contains(f, t)]
+        if allow_null:
+            options.append(TimeFilter())
+        if patient and hadm_id is not None:
+            options += [TimeFilter("rel-hosp-cur"), TimeFilter("rel-hosp-first"), TimeFilter("rel-hosp-last")]
+        return _pick(rng, options)
+
+    def within(self, rng: np.random.Generator, t1: str, t2: str) -> WithinFilter:
+        """A within filter that usually (not always) holds for the earlier time t1 and the later t2."""
+        gap = self.conn.execute("select julianday(?) - julianday(?)", [t2, t1]).fetchone()[0]
+        n_day = max(1, int(np.ceil(gap)) if gap > 0 and rng.random() < 0.7 else int(rng.integers(1, 8)))
+        n_month = max(1, int(np.ceil(gap / 30)) if gap > 0 and rng.random() < 0.7 else int(rng.integers(1, 4)))
+        return _pick(rng, [WithinFilter("within-hosp"), WithinFilter("within-month"),
+                           WithinFilter("within-n_day", n_day), WithinFilter("within-n_month", n_month)])
+
+    # -- draws -------------------------------------------------------------------------------------------
+    def _draw(self, t, rng: np.random.Generator) -> dict | None:
+        if t.scope.startswith("MULTIMODAL"):
+            return self._draw_multimodal(t, rng)
         need = 2 if t.scope == "IMAGE-SINGLE-2" else 1
         patients = [p for p, rows in self.by_patient.items() if len(rows) >= need]
         if not patients:
             return None
-        pid = patients[int(rng.integers(len(patients)))]
+        pid = _pick(rng, patients)
         rows = self.by_patient[pid]
         v: dict = {}
         if t.scope == "IMAGE-GROUP-N":
-            anchor = self.studies[int(rng.integers(len(self.studies)))]
-            v["global1"] = self.time_filter(rng, anchor, patient=False)
+            anchor = _pick(rng, self.studies)
+            v["global1"] = self.time_filter(rng, anchor[2], patient=False)
             look = [anchor[1]]
         elif t.scope == "IMAGE-SINGLE-2":
             i, j = sorted(rng.choice(len(rows), size=2, replace=False).tolist())
@@ -161,24 +199,61 @@ class ImageFiller:
                 i = j - 1
             earlier, later = rows[i], rows[j]
             v.update(patient_id=pid, study_id1=later[1], study_id2=earlier[1],
-                     comparison=t.comparisons[int(rng.integers(len(t.comparisons)))])
+                     comparison=_pick(rng, t.comparisons))
             for k, anchor in (("1", later), ("2", earlier)):
-                v[f"exact{k}"] = list(EXACT)[int(rng.integers(len(EXACT)))]
-                v[f"global{k}"] = self.time_filter(rng, anchor)
+                v[f"exact{k}"] = _pick(rng, IMAGE_EXACT)
+                v[f"global{k}"] = self.time_filter(rng, anchor[2], anchor[3])
             look = [earlier[1], later[1]]
         else:
-            anchor = rows[int(rng.integers(len(rows)))]
-            v.update(patient_id=pid, study_id=anchor[1], exact1=list(EXACT)[int(rng.integers(len(EXACT)))],
-                     global1=self.time_filter(rng, anchor))
+            anchor = _pick(rng, rows)
+            v.update(patient_id=pid, study_id=anchor[1], exact1=_pick(rng, IMAGE_EXACT),
+                     global1=self.time_filter(rng, anchor[2], anchor[3]))
             if t.ref == "since":
-                v["unit_count"] = list(UNIT_COUNT)[int(rng.integers(len(UNIT_COUNT)))]
+                v["unit_count"] = _pick(rng, list(UNIT_COUNT))
             look = [r[1] for r in rows] if t.scope == "IMAGE-SINGLE-N" else [anchor[1]]
         visual = self.visual(t.vqa_key, rng, look)
-        if visual is None:
-            return None
-        return {**v, **visual}
+        return None if visual is None else {**v, **visual}
 
-    def instantiate(self, t: ImageTemplate, v: dict) -> FilledItem | None:
+    def _draw_multimodal(self, t, rng: np.random.Generator) -> dict | None:
+        if t.scope == "MULTIMODAL-GROUP":
+            subject, sid, time, hadm = _pick(rng, self.studies)
+            age = _age_group(self.age_of.get(hadm, -1)) if hadm is not None else None
+            v = {"global1": self.time_filter(rng, time, patient=False),
+                 "age_group": age if age is not None and rng.random() < 0.7 else _pick(rng, list(AGE_GROUP))}
+            if t.form.startswith("gender"):
+                v["gender"] = self.gender_of[subject] if rng.random() < 0.7 else _pick(rng, ["f", "m"])
+            look = [sid]
+        else:
+            ev = EVENTS[t.event]
+            per = self.events[ev.table]
+            pid = _pick(rng, sorted(per))
+            if pid is None:
+                return None
+            name, etime, ehadm = _pick(rng, per[pid])
+            studies = self.by_patient[pid]
+            if t.form == "cxr-after":
+                later = [s for s in studies if s[2] > etime]
+                study = _pick(rng, later) if later and rng.random() < 0.8 else _pick(rng, studies)
+            elif t.form == "event-after":
+                study = _pick(rng, studies)
+                after = [e for e in per[pid] if e[1] > study[2]]
+                if after and rng.random() < 0.8:
+                    name, etime, ehadm = _pick(rng, after)
+            else:
+                study = _pick(rng, studies)
+            v = {"patient_id": pid}
+            if ev.slot is not None:
+                v[ev.slot] = name
+            anchor_time, anchor_hadm = (study[2], study[3]) if rng.random() < 0.5 else (etime, ehadm)
+            v["global1"] = self.time_filter(rng, anchor_time, anchor_hadm, allow_null=t.form != "same")
+            if t.form != "same":
+                first, then = (etime, study[2]) if t.form == "cxr-after" else (study[2], etime)
+                v["within"] = self.within(rng, first, then)
+            look = [study[1]]
+        visual = self.visual(t.vqa_key, rng, look)
+        return None if visual is None else {**v, **visual}
+
+    def instantiate(self, t, v: dict) -> FilledItem | None:
         """The item of template ``t`` with values ``v``, or None when the values give no valid item."""
         studies = []
         for ref in t.references(v):
@@ -195,14 +270,11 @@ class ImageFiller:
             answer = run_sql(self.conn, gold)
         except sqlite3.Error:
             return None
-        if any(a is None for a in answer):
-            return None
-        verify_one = t.scope == "IMAGE-SINGLE-1" and get_template(t.vqa_key).semantic_type == "verify"
-        if (verify_one or t.ref in ("since", "when") or t.kind in ("attr", "any")) and len(answer) != 1:
+        if any(a is None for a in answer) or (t.one_row and len(answer) != 1):
             return None
         return FilledItem(t, v, t.question(v), gold, neural, answer, studies)
 
-    def fill(self, template: ImageTemplate, rng: np.random.Generator, tries: int = 40) -> FilledItem | None:
+    def fill(self, template, rng: np.random.Generator, tries: int = 40) -> FilledItem | None:
         """One valid item of ``template``, or None when ``tries`` draws all failed."""
         for _ in range(tries):
             v = self._draw(template, rng)
@@ -212,8 +284,7 @@ class ImageFiller:
         return None
 
 
-def fill_items(conn: sqlite3.Connection, seed: int, templates: tuple[ImageTemplate, ...] = CATALOG,
-               per_template: int = 1) -> list[FilledItem]:
+def fill_items(conn: sqlite3.Connection, seed: int, templates: tuple = CATALOG, per_template: int = 1) -> list[FilledItem]:
     """Up to ``per_template`` items per template (duplicates of a question dropped), deterministic in seed."""
     filler, out = ImageFiller(conn), []
     for t in templates:
