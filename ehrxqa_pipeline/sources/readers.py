@@ -1,39 +1,31 @@
-"""Readers for the PhysioNet tables described in ``schema.TABLES``.
+"""Typed readers for the PhysioNet tables described in ``schema.TABLES`` (file access: ``files``).
 
 Three levels, all lazy until the caller collects:
 
-- ``scan_raw``: every column as String, header checked eagerly, gzip integrity verified once per file
-  version. One bad value can never abort a scan at this level.
+- ``scan_raw`` (``files``): every column as String, header checked eagerly, gzip integrity verified once per
+  file version. One bad value can never abort a scan at this level.
 - ``scan_table``: typed per the schema, plus ``_row`` (1-based data row) and ``_parse_error``
   (``"column='raw'"`` for the first column whose non-empty value did not parse, else null). Ingestion
   uses it to keep good rows and quarantine bad ones.
 - ``read_table``: strict and eager; raises ``SourceError`` on the first bad value.
-
-File choice: when both ``PATH`` and ``PATH.gz`` exist, the plain file wins (the published builders read
-the uncompressed files, and a plain file scans without decompression); the validator warns about it.
-
-Large gzip files (over ``LARGE_GZIP_BYTES`` compressed) are decompressed once into ``cache_dir`` when one
-is given, so repeated scans read a memory-mapped plain copy; the copy is keyed by path, size and mtime.
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
-import hashlib
-import io
-import os
-import uuid
-import zlib
 from pathlib import Path
 
 import polars as pl
 
 from .errors import SourceError
-from .schema import DATE_FORMAT, DATETIME_FORMAT, TABLES, SourceFile
+from .files import (_FIX_REDOWNLOAD, LARGE_GZIP_BYTES, candidates, read_header, relative, resolve, scan_raw,
+                    source_file, verify_gzip)
+from .schema import DATE_FORMAT, DATETIME_FORMAT, SourceFile
 
-LARGE_GZIP_BYTES = 64 * 1024 * 1024
-_CHUNK = 4 * 1024 * 1024
+__all__ = [
+    "LARGE_GZIP_BYTES", "PARSE_ERROR", "POLARS_TYPES", "ROW", "TYPE_DESCRIPTIONS", "candidates", "cxr_study_datetime",
+    "parse_expr", "parse_failed", "read_failure", "read_header", "read_table", "relative", "resolve", "scan_raw",
+    "scan_table", "source_file", "verify_gzip",
+]
 # Datetime columns accept "YYYY-MM-DD HH:MM:SS", with optional fractional seconds, or a bare date.
 _DATETIME_FORMATS = ("%Y-%m-%d %H:%M:%S%.f", DATE_FORMAT)
 TYPE_DESCRIPTIONS = {
@@ -47,167 +39,6 @@ POLARS_TYPES = {"int": pl.Int64, "float": pl.Float64, "str": pl.String, "datetim
                 "date": pl.Date}
 ROW = "_row"
 PARSE_ERROR = "_parse_error"
-
-# (absolute path, size, mtime_ns) of gzip files already verified in this process.
-_verified: set[tuple[str, int, int]] = set()
-
-_FIX_ROOT = ("check that EHRXQA_SOURCE_ROOT points at the PhysioNet root (the folder holding mimiciv/, "
-             "mimic-cxr-jpg/ and chest-imagenome/) and that the file was downloaded")
-_FIX_ACCESS = "check that the file is readable by this user and the disk is healthy"
-# What a damaged gzip stream raises (BadGzipFile also covers CRC and length mismatches).
-_GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
-_FIX_REDOWNLOAD = ("re-download the file from PhysioNet (then compare it with the release's SHA256SUMS.txt); "
-                   "'gzip -t FILE' confirms the damage")
-
-
-def source_file(name: str) -> SourceFile:
-    try:
-        return TABLES[name]
-    except KeyError:
-        raise ValueError(f"unknown source table {name!r}; known: {', '.join(TABLES)}") from None
-
-
-def relative(root: Path, path: Path) -> str:
-    """``path`` as it is named in messages: relative to the source root when below it."""
-    try:
-        return Path(path).relative_to(root).as_posix()
-    except ValueError:
-        return str(path)
-
-
-def candidates(sf: SourceFile) -> tuple[str, ...]:
-    """Relative paths accepted for a table, in order of preference."""
-    return (sf.path, sf.path + ".gz") if sf.gzip_ok else (sf.path,)
-
-
-def resolve(root: Path, name: str) -> Path:
-    """The existing file for table ``name``: ``PATH`` if present, else ``PATH.gz`` (when gzip is allowed)."""
-    sf = source_file(name)
-    root = Path(root)
-    for rel in candidates(sf):
-        path = root / rel
-        if path.is_file():
-            return path
-    expected = " or ".join(candidates(sf))
-    raise SourceError(sf.path + ("[.gz]" if sf.gzip_ok else ""),
-                      f"file not found (expected {expected} under {root})", fix=_FIX_ROOT)
-
-
-def _open_text(path: Path) -> io.TextIOBase:
-    raw = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
-
-
-def read_header(root: Path, name: str) -> list[str]:
-    """Column names of the file for ``name``, checked: every required column must be present."""
-    sf = source_file(name)
-    path = resolve(root, name)
-    rel = relative(root, path)
-    try:
-        with _open_text(path) as fh:
-            header = next(csv.reader(fh, delimiter=sf.sep), None)
-    except _GZIP_ERRORS as exc:
-        raise SourceError(rel, f"truncated or corrupt gzip ({exc})", fix=_FIX_REDOWNLOAD) from None
-    except OSError as exc:
-        raise SourceError(rel, f"cannot be read ({exc.strerror or exc})", fix=_FIX_ACCESS) from None
-    if not header:
-        raise SourceError(rel, "file is empty (no header line)", fix=_FIX_REDOWNLOAD)
-    header[0] = header[0].removeprefix("\ufeff")
-    missing = [c for c in sf.required if c not in header]
-    if missing:
-        shown = ", ".join(header)
-        shown = shown if len(shown) <= 200 else shown[:197] + "..."
-        names = ", ".join(f"'{c}'" for c in missing)
-        what = f"required column {names} is" if len(missing) == 1 else f"required columns {names} are"
-        sep_hint = ""
-        if len(header) == 1 and (("\t" if sf.sep == "," else ",") in header[0]):
-            sep_hint = f"; the separator looks wrong (expected {'a tab' if sf.sep == chr(9) else 'a comma'})"
-        raise SourceError(
-            rel, f"{what} missing from the header (the header has: {shown})", column=", ".join(missing),
-            fix=f"use the unmodified PhysioNet file, whose header starts {', '.join(sf.header[:4])}, ...{sep_hint}")
-    return header
-
-
-def verify_gzip(path: Path, root: Path | None = None, copy_to: Path | None = None) -> None:
-    """Decompress ``path`` as a stream (optionally into ``copy_to``) to prove it is complete and intact."""
-    rel = relative(root, path) if root is not None else str(path)
-
-    def cache_failure(exc: OSError) -> SourceError:
-        return SourceError(rel, f"cannot write its decompressed copy {copy_to} ({exc.strerror or exc})",
-                           fix="free disk space in the cache folder, make it writable, or point the cache elsewhere")
-
-    try:
-        dst = open(copy_to, "wb") if copy_to is not None else None
-    except OSError as exc:
-        raise cache_failure(exc) from None
-    try:
-        with gzip.open(path, "rb") as src:
-            while block := src.read(_CHUNK):
-                if dst is not None:
-                    try:
-                        dst.write(block)
-                    except OSError as exc:
-                        raise cache_failure(exc) from None
-    except _GZIP_ERRORS as exc:
-        raise SourceError(rel, f"truncated or corrupt gzip ({exc})", fix=_FIX_REDOWNLOAD) from None
-    except OSError as exc:
-        raise SourceError(rel, f"cannot be read ({exc.strerror or exc})", fix=_FIX_ACCESS) from None
-    finally:
-        if dst is not None:
-            try:
-                dst.close()  # flushes the last block
-            except OSError as exc:
-                raise cache_failure(exc) from None
-
-
-def _state(path: Path) -> tuple[str, int, int]:
-    st = path.stat()
-    return (str(path.resolve()), st.st_size, st.st_mtime_ns)
-
-
-def _cached_plain(root: Path, path: Path, cache_dir: Path) -> Path:
-    """A verified plain copy of a gzip file in ``cache_dir`` (made once per path + size + mtime)."""
-    state = _state(path)
-    path_key = hashlib.sha256(state[0].encode()).hexdigest()[:16]
-    state_key = hashlib.sha256(f"{state[1]}:{state[2]}".encode()).hexdigest()[:12]
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    target = cache_dir / f"{path_key}-{state_key}-{path.name.removesuffix('.gz')}"
-    if target.is_file():
-        return target
-    tmp = cache_dir / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        verify_gzip(path, root, copy_to=tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _verified.add(state)
-    for stale in cache_dir.glob(f"{path_key}-*"):  # older copies of the same file
-        if stale != target:
-            stale.unlink(missing_ok=True)
-    return target
-
-
-def scan_raw(root: Path, name: str, cache_dir: Path | None = None, *,
-             row_index_name: str | None = None) -> pl.LazyFrame:
-    """Lazy scan of table ``name`` with every column as String (empty strings are null).
-
-    The header is validated eagerly; a gzip file is verified by a streaming decompression the first
-    time this process sees that version of it. ``row_index_name`` adds a 1-based UInt row number.
-    """
-    sf = source_file(name)
-    root = Path(root)
-    read_header(root, name)
-    path = resolve(root, name)
-    if path.name.endswith(".gz"):
-        if cache_dir is not None and path.stat().st_size > LARGE_GZIP_BYTES:
-            path = _cached_plain(root, path, Path(cache_dir))
-        else:
-            state = _state(path)
-            if state not in _verified:
-                verify_gzip(path, root)
-                _verified.add(state)
-    return pl.scan_csv(path, separator=sf.sep, infer_schema=False, encoding="utf8-lossy",
-                       row_index_name=row_index_name, row_index_offset=1)
 
 
 def _parse(text: pl.Expr, type_: str, fast: bool) -> pl.Expr:
@@ -340,10 +171,3 @@ def cxr_study_datetime(study_date: str | pl.Expr = "StudyDate",
     valid = (ms >= 0) & (hh < 24) & (mm < 60) & (ss_ms < 60_000)
     offset = pl.duration(milliseconds=hh * 3_600_000 + mm * 60_000 + ss_ms)
     return pl.when(valid).then(day.cast(pl.Datetime("us")) + offset).otherwise(None)
-
-
-__all__ = [
-    "LARGE_GZIP_BYTES", "PARSE_ERROR", "POLARS_TYPES", "ROW", "TYPE_DESCRIPTIONS", "candidates", "cxr_study_datetime",
-    "parse_expr", "parse_failed", "read_failure", "read_header", "read_table", "relative", "resolve", "scan_raw",
-    "scan_table", "source_file", "verify_gzip",
-]

@@ -5,7 +5,7 @@ from datetime import date, datetime
 import polars as pl
 import pytest
 
-from ehrxqa_pipeline.sources import readers
+from ehrxqa_pipeline.sources import files
 from ehrxqa_pipeline.sources.errors import SourceError
 from ehrxqa_pipeline.sources.readers import cxr_study_datetime, read_header, read_table, resolve, scan_raw, scan_table
 from ehrxqa_pipeline.sources.schema import TABLES
@@ -156,8 +156,8 @@ def test_not_a_gzip_at_all(source):
 
 def test_gzip_verified_once_per_file_version(source, monkeypatch):
     calls = []
-    real = readers.verify_gzip
-    monkeypatch.setattr(readers, "verify_gzip", lambda *a, **k: (calls.append(a[0]), real(*a, **k)))
+    real = files.verify_gzip
+    monkeypatch.setattr(files, "verify_gzip", lambda *a, **k: (calls.append(a[0]), real(*a, **k)))
     scan_raw(source.root, "d_labitems")
     scan_raw(source.root, "d_labitems")
     assert len(calls) == 1
@@ -168,7 +168,7 @@ def test_gzip_verified_once_per_file_version(source, monkeypatch):
 
 
 def test_large_gzip_is_decompressed_once_into_cache(source, tmp_path, monkeypatch):
-    monkeypatch.setattr(readers, "LARGE_GZIP_BYTES", 0)
+    monkeypatch.setattr(files, "LARGE_GZIP_BYTES", 0)
     cache = tmp_path / "cache"
     expected = read_table(source.root, "chartevents")
     assert read_table(source.root, "chartevents", cache_dir=cache).equals(expected)
@@ -183,7 +183,7 @@ def test_large_gzip_is_decompressed_once_into_cache(source, tmp_path, monkeypatc
 
 
 def test_truncated_large_gzip_leaves_no_cache_file(source, tmp_path, monkeypatch):
-    monkeypatch.setattr(readers, "LARGE_GZIP_BYTES", 0)
+    monkeypatch.setattr(files, "LARGE_GZIP_BYTES", 0)
     data = source.path("outputevents").read_bytes()
     source.path("outputevents").write_bytes(data[:-12])
     cache = tmp_path / "cache"
