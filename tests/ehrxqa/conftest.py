@@ -39,3 +39,30 @@ def ask(conn, oracle):
         return t.question(values), run_sql(conn, gold), executor.execute(neural).answer
 
     return _ask
+
+
+# -- the table-template database (tests.ehrxqa.table_db) -------------------------------------------------
+@pytest.fixture(scope="session")
+def table_db_path(tmp_path_factory):
+    from tests.ehrxqa.table_db import build_table_db
+    return build_table_db(tmp_path_factory.mktemp("ehrxqa_table") / "mimic_iv_cxr.db")
+
+
+@pytest.fixture(scope="session")
+def table_conn(table_db_path):
+    c = sqlite3.connect(table_db_path)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def ask_table(table_conn):
+    """ask_table(index, values) -> (question, gold answer, answer of the same SQL through the NeuralSQL executor)."""
+    executor = NeuralSqlExecutor(table_conn)
+
+    def _ask(index, values):
+        t = BY_INDEX[index]
+        gold, neural = t.queries(values)
+        return t.question(values), run_sql(table_conn, gold), executor.execute(neural).answer
+
+    return _ask

@@ -11,10 +11,11 @@ from ehrxqa_pipeline.questions.ehrxqa.slots import by_time
 
 
 def test_counts_per_scope_match_the_paper():
-    assert len(CATALOG) == 168 + 75 and len(BY_INDEX) == 243
-    assert Counter(t.scope for t in CATALOG) == {"IMAGE-SINGLE-1": 84, "IMAGE-SINGLE-2": 48, "IMAGE-SINGLE-N": 24,
+    assert len(CATALOG) == 174 + 168 + 75 and len(BY_INDEX) == 417
+    assert Counter(t.scope for t in CATALOG) == {"TABLE-NONE": 6, "TABLE-SINGLE": 108, "TABLE-GROUP": 60,
+                                                 "IMAGE-SINGLE-1": 84, "IMAGE-SINGLE-2": 48, "IMAGE-SINGLE-N": 24,
                                                  "IMAGE-GROUP-N": 12, "MULTIMODAL-SINGLE": 63, "MULTIMODAL-GROUP": 12}
-    assert Counter(modality(t.scope) for t in CATALOG) == {"image": 168, "image+table": 75}
+    assert Counter(modality(t.scope) for t in CATALOG) == {"table": 174, "image": 168, "image+table": 75}
     assert len(templates("IMAGE-GROUP-N")) == 12
     with pytest.raises(ValueError):
         templates("IMAGE")
@@ -22,7 +23,8 @@ def test_counts_per_scope_match_the_paper():
 
 def test_index_ranges():
     idx = {t.index for t in CATALOG}
-    assert {i for i in idx if i < 1100} == set(range(1000, 1040)) | {1046, 1047}
+    assert {i for i in idx if i < 1000} == set(range(183)) - {21, 22, 23, 29, 46, 47, 85, 98, 137}  # table, 174
+    assert {i for i in idx if 1000 <= i < 1100} == set(range(1000, 1040)) | {1046, 1047}
     assert {i for i in idx if 2000 <= i < 3000} == {b + j for b in (2000, 2100, 2200, 2300) for j in range(12)}
     assert {i for i in idx if 3000 <= i < 5000} == {b + j for b in (3000, 3100, 3200, 3300, 4000, 4100)
                                                     for j in range(6)}

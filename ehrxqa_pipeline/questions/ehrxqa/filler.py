@@ -33,6 +33,7 @@ from ehrxqa_pipeline.questions.ehrxqa.item import FilledItem
 from ehrxqa_pipeline.questions.ehrxqa.multimodal import EVENTS
 from ehrxqa_pipeline.questions.ehrxqa.registry import CATALOG
 from ehrxqa_pipeline.questions.ehrxqa.slots import AGE_GROUP, IMAGE_EXACT, UNIT_COUNT, TimeFilter, WithinFilter
+from ehrxqa_pipeline.questions.ehrxqa.table_draws import draw_table
 from ehrxqa_pipeline.questions.neuralsql import normalise_rows, postprocess_query
 from ehrxqa_pipeline.questions.vqa_templates import get_template
 from ehrxqa_pipeline.rng import generator
@@ -179,6 +180,8 @@ class ImageFiller:
 
     # -- draws -------------------------------------------------------------------------------------------
     def _draw(self, t, rng: np.random.Generator) -> dict | None:
+        if t.scope.startswith("TABLE"):
+            return draw_table(self, t, rng)
         if t.scope.startswith("MULTIMODAL"):
             return self._draw_multimodal(t, rng)
         need = 2 if t.scope == "IMAGE-SINGLE-2" else 1

@@ -207,3 +207,30 @@ def previous(target: str) -> str:
     return (f"select tb_cxr.study_id from tb_cxr where tb_cxr.subject_id = (select subject_id from tb_cxr where "
             f"study_id = ({target})) and {COL} < (select studydatetime from tb_cxr where study_id = ({target})) "
             f"order by {COL} desc, tb_cxr.study_id desc limit 1")
+
+
+# -- operation values of the table templates (reference-builders.md 6.3; o_tag: nlq -> SQL) -------------------
+AGG_FUNCTION = {"average": "avg", "maximum": "max", "minimum": "min"}
+VALUE_COMPARISON = {"greater": ">", "less": "<"}  # [comparison] of a measured value ("greater than ...")
+N_RANK = {"three": "3", "four": "4", "five": "5"}  # top-N by dense rank: ties share a rank
+N_TIMES = {"two times": "= 2", "two or more times": ">= 2"}
+N_SURVIVAL = {"one year": "1", "two year": "2", "three year": "3", "four year": "4", "five year": "5"}  # x 365 days
+SORT = {"maximum": "max", "minimum": "min"}  # [sort] value: the extreme value kept
+UNIT_AVERAGE = {"daily": "%Y-%m-%d", "monthly": "%Y-%m", "yearly": "%Y"}  # strftime of the period
+# Vital-sign "normal" ranges of reference-builders.md 5.10, keyed by the d_items label of the vital's itemid.
+VITAL_RANGES = {
+    "temperature celsius": (35.5, 38.1),  # itemid 223762 ("temperature")
+    "o2 saturation pulseoxymetry": (95, 100),  # 220277 ("sao2")
+    "heart rate": (60, 100),  # 220045
+    "respiratory rate": (12, 18),  # 220210 ("respiration")
+    "arterial blood pressure systolic": (90, 120),  # 220050
+    "arterial blood pressure diastolic": (60, 90),  # 220051
+    "arterial blood pressure mean": (60, 110),  # 220052
+}
+WEIGHT_LABEL, HEIGHT_LABEL = "admission weight (kg)", "height (cm)"  # d_items labels of 226512 / 226730
+
+
+def normal_range_sql(vital: str) -> str:
+    """'between lo and hi' for a vital sign (reference-builders.md 5.10)."""
+    lo, hi = VITAL_RANGES[vital]
+    return f"between {lo} and {hi}"
