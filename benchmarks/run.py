@@ -4,6 +4,11 @@ Peak memory is the child's maximum resident set size (wait4 rusage), so each sta
 Targets (design.md section 4) are on a 2-core, 24 GiB machine. Usage:
     python -m benchmarks.run [--scales demo,full] [--stages generate,ingest] [--workdir DIR]
 Results are printed as a table and written to <workdir>/bench-results.json.
+
+Stage ``ehrxqa`` (needs the ehr_db stage's databases in <workdir>/home-<scale>) times the EHRXQA library
+directly, in one process: sampling every catalog template on the silver and on the gold database (paper
+caps, or ``--ehrxqa-caps TRAIN_VALID,TEST``), then NeuralSQL executor throughput with the oracle VQA module
+over the sampled gold items; its numbers go to <workdir>/ehrxqa-<scale>.json.
 """
 
 from __future__ import annotations
@@ -29,7 +34,42 @@ def run_stage(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     return wall, usage.ru_maxrss / (1024 ** 2), os.waitstatus_to_exitcode(status)
 
 
-def stages(scale: str, work: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
+def ehrxqa_bench(home: Path, caps: tuple[int, int], seed: int = 0) -> dict:
+    """Seconds to sample the whole catalog per database, draws/s, and NeuralSQL (oracle) queries/s on gold."""
+    from ehrxqa_pipeline.questions.ehrxqa import CATALOG
+    from ehrxqa_pipeline.questions.ehrxqa.sampling import DatabaseFiles, SamplingCaps, sample_templates
+    from ehrxqa_pipeline.questions.neuralsql import NeuralSqlExecutor, OracleModule
+
+    out: dict = {"templates": len(CATALOG), "caps": list(caps)}
+    for which in ("silver", "gold"):
+        files = DatabaseFiles(home / "release" / "ehrxqa" / "databases" / which / "mimic_iv_cxr.db",
+                              home / "answer_sheets" / which / "tb_cxr_plus.db")
+        start = time.perf_counter()
+        conn = files.open()
+        opened = time.perf_counter()
+        items, reports = sample_templates(conn, which, seed, SamplingCaps(*caps), CATALOG)
+        sampled = time.perf_counter()
+        draws = sum(r.draws for r in reports)
+        out[which] = {"open_s": round(opened - start, 2), "sample_s": round(sampled - opened, 2),
+                      "items": sum(len(v) for v in items.values()), "draws": draws,
+                      "draws_per_s": round(draws / max(sampled - opened, 1e-9), 1),
+                      "templates_below_cap": sum(r.kept < r.cap for r in reports)}
+        if which == "gold":
+            queries = [i.neural_sql for v in items.values() for i in v]
+            start = time.perf_counter()
+            executor = NeuralSqlExecutor(conn, OracleModule(conn))
+            loaded = time.perf_counter()
+            for q in queries:
+                executor.execute(q)
+            ran = time.perf_counter()
+            out["executor"] = {"oracle_load_s": round(loaded - start, 2), "queries": len(queries),
+                               "seconds": round(ran - loaded, 2),
+                               "queries_per_s": round(len(queries) / max(ran - loaded, 1e-9), 1)}
+        conn.close()
+    return out
+
+
+def stages(scale: str, work: Path, caps: str = "80,10") -> dict[str, tuple[list[str], dict[str, str]]]:
     source, home = work / f"source-{scale}", work / f"home-{scale}"
     gen = [EHRXQA, "demo-source", str(source), "--scale", scale, "--force"]
     env = {"EHRXQA_SOURCE_ROOT": str(source), "EHRXQA_HOME": str(home)}
@@ -40,24 +80,35 @@ def stages(scale: str, work: Path) -> dict[str, tuple[list[str], dict[str, str]]
         "ingest": ([EHRXQA, "build", "--select", "group:sources or group:ingest"], env),
         # design.md target: cohort + labels + splits <= 60 s and <= 8 GiB at full scale on 2 cores
         "cxr": ([EHRXQA, "build", "--select", "group:cxr_cohort or group:cxr_labels or group:splits"], cxr_env),
-        "vqa": ([EHRXQA, "build", "--select", "group:mimic_cxr_vqa or group:release"], cxr_env),
+        "vqa": ([EHRXQA, "build", "--select", "group:mimic_cxr_vqa or key:release/mimic_cxr_vqa"], cxr_env),
         "ehr_db": ([EHRXQA, "build", "--select", "group:ehr_db"], cxr_env),
+        "ehrxqa": ([sys.executable, "-m", "benchmarks.run", "--ehrxqa-home", str(home), "--ehrxqa-out",
+                    str(work / f"ehrxqa-{scale}.json"), "--ehrxqa-caps", caps], {}),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--scales", default="demo,full")
-    p.add_argument("--stages", default="generate,ingest,cxr,vqa,ehr_db")
+    p.add_argument("--stages", default="generate,ingest,cxr,vqa,ehr_db,ehrxqa")
     p.add_argument("--workdir", default=str(ROOT / "data" / "bench"))
+    p.add_argument("--ehrxqa-caps", default="80,10", help="per-template TRAIN_VALID,TEST caps of stage ehrxqa")
+    p.add_argument("--ehrxqa-home", help=argparse.SUPPRESS)  # set: run the ehrxqa stage's body (child process)
+    p.add_argument("--ehrxqa-out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.ehrxqa_home:
+        caps = tuple(int(x) for x in args.ehrxqa_caps.split(","))
+        result = ehrxqa_bench(Path(args.ehrxqa_home), caps)
+        print(json.dumps(result, indent=2), flush=True)
+        Path(args.ehrxqa_out).write_text(json.dumps(result, indent=2) + "\n")
+        return 0
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     results = []
     for scale in args.scales.split(","):
         if "ingest" in args.stages.split(","):
             shutil.rmtree(work / f"home-{scale}", ignore_errors=True)
-        for name, (cmd, env) in stages(scale, work).items():
+        for name, (cmd, env) in stages(scale, work, args.ehrxqa_caps).items():
             if name not in args.stages.split(","):
                 continue
             wall, rss, code = run_stage(cmd, env)

@@ -7,8 +7,10 @@ import dagster as dg
 from assets.contract_checks import CONTRACT_CHECKS
 from assets.cxr_cohort import CXR_COHORT_ASSETS
 from assets.ehr_db import EHR_DB_ASSETS
+from assets.ehrxqa import EHRXQA_ASSETS, EHRXQA_CHECKS
 from assets.cxr_labels import CXR_LABEL_ASSETS, CXR_LABEL_CHECKS
 from assets.mimic_cxr_vqa import MIMIC_CXR_VQA_ASSETS
+from assets.paraphrase import PARAPHRASE_ASSETS
 from assets.splits import SPLIT_ASSETS
 from assets.ingest import INGEST_ASSETS
 from assets.sources import observe_sources
@@ -32,8 +34,8 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
 
 defs = dg.Definitions(
     assets=[observe_sources, *INGEST_ASSETS, *CXR_COHORT_ASSETS, *CXR_LABEL_ASSETS, *SPLIT_ASSETS,
-            *MIMIC_CXR_VQA_ASSETS, *EHR_DB_ASSETS],
-    asset_checks=[*CONTRACT_CHECKS, *CXR_LABEL_CHECKS],
+            *MIMIC_CXR_VQA_ASSETS, *EHR_DB_ASSETS, *EHRXQA_ASSETS, *PARAPHRASE_ASSETS],
+    asset_checks=[*CONTRACT_CHECKS, *CXR_LABEL_CHECKS, *EHRXQA_CHECKS],
     schedules=[weekly_rebuild],
     sensors=[automation_sensor],
     resources=default_resources(),

@@ -1,12 +1,14 @@
-"""Dagster resources: configuration and the DuckDB warehouse (LLM, VQA device and image store follow)."""
+"""Dagster resources: configuration, the DuckDB warehouse and the LLM endpoint (VQA device and image store
+follow)."""
 
 from resources.config import PipelineConfig
+from resources.llm import LLMResource
 from resources.warehouse import Warehouse
 
-__all__ = ["PipelineConfig", "Warehouse", "default_resources"]
+__all__ = ["LLMResource", "PipelineConfig", "Warehouse", "default_resources"]
 
 
 def default_resources() -> dict:
     """Resources of the code location: every value resolved from the environment when a step runs."""
     config = PipelineConfig()
-    return {"pipeline_config": config, "warehouse": Warehouse(config=config)}
+    return {"pipeline_config": config, "warehouse": Warehouse(config=config), "llm": LLMResource()}

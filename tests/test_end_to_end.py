@@ -2,17 +2,23 @@
 planted counts, every check passes, the release files exist, and every released answer is re-derived
 independently from the label table. Then one JPEG is damaged and only it leaves the cohort."""
 
+import gc
 import json
 
 import dagster as dg
 import duckdb
 import pytest
 
+from assets.ehrxqa import QUESTIONS_KEY, neuralsql_consistency, questions, sampling_run_config
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.config import Settings
 from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES
+from resources import default_resources
+from tests.ehrxqa.test_stats import C9_ROW
 from tests.questions import expected_answer
 
+# Small EHRXQA caps: the whole catalog is sampled and checked, just fewer questions per template.
+EHRXQA_CAPS = dict(train_valid_cap=4, test_cap=2, patience=20, workers=1)
 SLOTS = {"object": ("object_1", "object_2"), "attribute": ("attribute_1", "attribute_2"),
          "category": ("category_1", "category_2"), "viewpos": ("viewpos",), "gender": ("gender",)}
 
@@ -29,7 +35,7 @@ def built(tmp_path_factory):
     (tmp / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
         settings = Settings.resolve()
-        summary = build(settings, instance=instance)
+        summary = build(settings, instance=instance, run_config=sampling_run_config(**EHRXQA_CAPS))
         yield settings, instance, manifest, summary
     mp.undo()
 
@@ -134,3 +140,65 @@ def test_databases_exported_and_neuralsql_oracle_agrees_with_answer_sheet(built)
         "AND category IN ('anatomicalfinding', 'disease', 'device', 'tubesandlines')").fetchone()[0]
     assert list(group.answer) == [want]
     assert group.module_calls < len(studies)  # batched, not one call per study
+
+
+# -- EHRXQA ---------------------------------------------------------------------------------------------
+EHRXQA_FIELDS = ("db_id", "split", "id", "question", "template", "query", "value", "q_tag", "t_tag", "o_tag",
+                 "v_tag", "tag", "para_type", "is_impossible", "answer")
+
+
+def test_ehrxqa_release_files_checked_and_counted(built):
+    settings, instance, _, summary = built
+    assert {"ehrxqa/catalog", "ehrxqa/questions", "ehrxqa/statistics", "release/ehrxqa"} <= set(summary.materialized)
+    assert ("ehrxqa/questions", "neuralsql_consistency", True) in {c[:3] for c in summary.checks}
+    out = settings.release_dir / "ehrxqa"
+    catalog = json.loads((out / "template_catalog.json").read_text())
+    scope_of = {v["question_template"]: v["scope"] for v in catalog.values()}
+    records = {s: json.loads((out / f"{s}.json").read_text()) for s in ("train", "valid", "test")}
+    per_template: dict[tuple[str, str], int] = {}
+    for split, recs in records.items():
+        assert recs and [r["id"] for r in recs] == list(range(len(recs)))
+        for r in recs:
+            assert tuple(r) == EHRXQA_FIELDS and r["split"] == split and r["db_id"] == "mimic_iv_cxr"
+            assert r["question"] == r["template"] and len(r["t_tag"]) == 5 and isinstance(r["answer"], list)
+            key = (r["q_tag"], "test" if split == "test" else "train+valid")
+            per_template[key] = per_template.get(key, 0) + 1
+    assert max(n for (_, part), n in per_template.items() if part == "test") <= EHRXQA_CAPS["test_cap"]
+    assert max(n for (_, part), n in per_template.items() if part != "test") <= EHRXQA_CAPS["train_valid_cap"]
+    # Table C9 in statistics.json == counts of the released files (scope by q_tag, rows by hand)
+    c9 = json.loads((out / "statistics.json").read_text())["c9"]
+    got = {(r["modality"], r["patient"], s): r[s] for r in c9[:-1] for s in ("train", "valid", "test") if r[s]}
+    want: dict[tuple, int] = {}
+    for split, recs in records.items():
+        for r in recs:
+            key = (*C9_ROW[scope_of[r["q_tag"]]], split)
+            want[key] = want.get(key, 0) + 1
+    assert got == want
+    assert "cf. paper Table C9" in (out / "statistics.md").read_text()
+    meta = _metadata(instance, "ehrxqa", "questions")
+    assert meta["dagster/row_count"].value == sum(len(v) for v in records.values())
+    assert meta["questions_per_split"].value == {s: len(v) for s, v in records.items()}
+
+
+def test_ehrxqa_check_fails_on_a_tampered_answer(built):
+    settings, instance, _, _ = built
+    gc.collect()  # read-only connections of earlier tests must be gone before a read-write one opens
+    con = duckdb.connect(str(settings.warehouse))
+    split, id_, answer, question = con.execute(
+        "SELECT split, id, answer, question FROM ehrxqa.questions WHERE answer IN ('[0]', '[1]') "
+        "ORDER BY split, id LIMIT 1").fetchone()
+    flipped = "[1]" if answer == "[0]" else "[0]"
+    con.execute("UPDATE ehrxqa.questions SET answer = ? WHERE split = ? AND id = ?", [flipped, split, id_])
+    con.close()
+    try:
+        result = dg.materialize([questions, neuralsql_consistency], instance=instance, resources=default_resources(),
+                                selection=dg.AssetSelection.checks_for_assets(QUESTIONS_KEY), raise_on_error=False)
+        (evaluation,) = result.get_asset_check_evaluations()
+        assert evaluation.check_name == "neuralsql_consistency" and evaluation.passed is False
+        assert evaluation.metadata["mismatches"].value == 1
+        assert evaluation.metadata["first_mismatches"].value[0]["question"] == question
+        assert next(iter(neuralsql_consistency.check_specs)).blocking
+    finally:
+        con = duckdb.connect(str(settings.warehouse))
+        con.execute("UPDATE ehrxqa.questions SET answer = ? WHERE split = ? AND id = ?", [answer, split, id_])
+        con.close()

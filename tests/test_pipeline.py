@@ -5,11 +5,16 @@ import dagster as dg
 import pytest
 
 from assets.automation import ON_CHANGE
+from assets.ehrxqa import sampling_run_config
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.config import Settings
 from ehrxqa_pipeline.definitions import defs
 from ehrxqa_pipeline.sources.readers import resolve
 from tests.textfiles import edit
+
+
+# EHRXQA sampling at full caps takes minutes; these tests are about the graph, not the dataset size.
+SMALL_EHRXQA = sampling_run_config(train_valid_cap=2, test_cap=1, patience=10, workers=1)
 
 
 def _requested(result, graph) -> set[str]:
@@ -29,7 +34,7 @@ def env(source_copy, tmp_path, monkeypatch):
 
 def test_build_then_change_driven_rerun(env):
     settings, instance, root, manifest = env
-    summary = build(settings, instance=instance)
+    summary = build(settings, instance=instance, run_config=SMALL_EHRXQA)
     assert summary.success, summary.failures
     assert {k for k in summary.materialized if k.startswith("ingest/")} == {f"ingest/{t}" for t in manifest["rows"]}
     assert summary.checks and all(c[2] for c in summary.checks), [c for c in summary.checks if not c[2]]
@@ -53,7 +58,9 @@ def test_build_then_change_driven_rerun(env):
                   if dg.AssetKey(["ingest", "d_labitems"]) in graph.get(k).parent_keys}
     assert downstream == {"ehr_db/silver", "ehr_db/gold"}
     assert _requested(third, graph) == downstream
-    assert build(settings, select="group:ehr_db", instance=instance).success
+    # ... and the EHRXQA questions drawn from the databases (and their statistics / release) after them.
+    assert build(settings, select="group:ehr_db or group:ehrxqa or key:release/ehrxqa", instance=instance,
+                 run_config=SMALL_EHRXQA).success
     fourth = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=third.cursor)
     assert _requested(fourth, graph) == set()
 
@@ -67,7 +74,7 @@ def test_failed_blocking_check_stops_downstream(env):
         return None
 
     full = dg.Definitions.merge(defs, dg.Definitions(assets=[of_patients]))
-    assert build(settings, instance=instance, defs=full).success
+    assert build(settings, instance=instance, defs=full, run_config=SMALL_EHRXQA).success
     graph = full.resolve_asset_graph()
     first = dg.evaluate_automation_conditions(defs=full, instance=instance)
     assert _requested(first, graph) == set()

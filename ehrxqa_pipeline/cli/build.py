@@ -61,15 +61,25 @@ def _stages(defs: dg.Definitions, targets: list[dg.AssetKey]) -> list[list[dg.As
     return [[k for k in targets if stage[k] == lvl] for lvl in sorted(set(stage.values()))]
 
 
+def _stage_config(base: dict, op_config: dict, stage: list[dg.AssetKey]) -> dict:
+    """Run config of one stage: ``base`` plus the op config of the stage's assets (a run rejects config
+    for ops it does not contain). An asset's op is named after its key: ehrxqa/questions -> ehrxqa__questions."""
+    ops = {k.to_python_identifier() for k in stage}
+    mine = {name: cfg for name, cfg in op_config.items() if name in ops}
+    return {**base, "ops": mine} if mine else base
+
+
 def build(settings: Settings, select: str | None = None, instance: dg.DagsterInstance | None = None,
-          defs: dg.Definitions | None = None) -> BuildSummary:
-    """Run on ``instance`` (default: the one under DAGSTER_HOME, see ``prepare_instance``)."""
+          defs: dg.Definitions | None = None, run_config: dict | None = None) -> BuildSummary:
+    """Run on ``instance`` (default: the one under DAGSTER_HOME, see ``prepare_instance``). ``run_config``:
+    ``{"ops": {op name: {"config": ...}}}`` for configurable assets, e.g. smaller EHRXQA caps in tests."""
     if defs is None:
         from ehrxqa_pipeline.definitions import defs
     start = time.perf_counter()
     targets, sources = _selection(defs, select)
     job = defs.resolve_implicit_global_asset_job_def()
     quiet = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}  # step events, not engine chatter
+    op_config = dict((run_config or {}).get("ops", {}))
     with (nullcontext(instance) if instance is not None else dg.DagsterInstance.get()) as instance:
         # Observing records each source file's content hash, so later changes are detected.
         observed = job.execute_in_process(instance=instance, asset_selection=sources, raise_on_error=False,
@@ -82,7 +92,8 @@ def build(settings: Settings, select: str | None = None, instance: dg.DagsterIns
             keys = pdef.get_partition_keys(dynamic_partitions_store=instance) if pdef else [None]
             for partition in keys:
                 result = job.execute_in_process(instance=instance, asset_selection=stage, partition_key=partition,
-                                                raise_on_error=False, run_config=quiet)
+                                                raise_on_error=False,
+                                                run_config=_stage_config(quiet, op_config, stage))
                 results.append(result)
                 failures += _step_failures(result, partition)
             if not all(r.success for r in results):

@@ -5,6 +5,11 @@ image_path, question, semantic_type, content_type, template, template_program, t
 answer. ``template_arguments`` is {"object": {"0": ..., "1": ...}, "attribute": {}, "category": {},
 "viewpos": {}, "gender": {}} with raw category ids, viewpos AP/PA and gender M/F, as published.
 
+Paraphrases: when the question frame has a ``paraphrase`` column (a phrasing of the template with the same
+``${...}`` slots, ``paraphrase.choose_vqa_phrasings``), ``question`` is that phrasing filled with the
+arguments and ``template`` is the phrasing, as in the published files (whose ``template`` is the paraphrased
+template; ``template_program`` names the original). Without it, both come from the template itself.
+
 Deliberate difference from the published files: subject_id and study_id are JSON integers. The published
 builder serialised numpy integers with ``default=str``, so they came out as strings by accident.
 """
@@ -18,20 +23,47 @@ from pathlib import Path
 
 import polars as pl
 
-from ehrxqa_pipeline.questions.vqa_templates import ARGUMENT_KINDS, TEMPLATES, question_expr
+from ehrxqa_pipeline.questions.vqa_templates import (ARGUMENT_KINDS, CATEGORY_PLURAL, CATEGORY_TEXT, GENDER_TEXT,
+                                                     SLOT_COLUMNS, TEMPLATES, VqaTemplate, question_expr)
 
 RECORD_FIELDS = ("split", "idx", "subject_id", "study_id", "image_id", "image_path", "question", "semantic_type",
                  "content_type", "template", "template_program", "template_arguments", "answer")
 
 
+def _slot_words(t: VqaTemplate) -> dict[str, pl.Expr]:
+    """Each slot's readable words, in the number the template's own wording uses (singular category after
+    "Which", plural elsewhere), so a phrasing is filled as its template would be."""
+    out = {}
+    for slot in t.slots:
+        col = pl.col(SLOT_COLUMNS[slot])
+        if slot.startswith("category"):
+            before = t.text[:t.text.index("${" + slot + "}")]
+            col = col.replace_strict(CATEGORY_TEXT if before.endswith("Which ") else CATEGORY_PLURAL,
+                                     return_dtype=pl.String)
+        elif slot == "gender":
+            col = col.replace_strict(GENDER_TEXT, return_dtype=pl.String)
+        out[slot] = col
+    return out
+
+
+def _phrasing_expr(t: VqaTemplate) -> pl.Expr:
+    """The ``paraphrase`` column with every slot of ``t`` filled from the argument columns."""
+    expr = pl.col("paraphrase")
+    for slot, words in _slot_words(t).items():
+        expr = expr.str.replace_all("${" + slot + "}", words, literal=True)
+    return expr.alias("question")
+
+
 def _template_columns(frame: pl.DataFrame) -> pl.DataFrame:
     """Adds question, semantic_type, content_type, template, template_program (one pass per template)."""
     parts = []
+    phrased = "paraphrase" in frame.columns
     for t in TEMPLATES:
         part = frame.filter(pl.col("template_key") == t.key)
         if part.height:
-            parts.append(part.with_columns(question_expr(t), semantic_type=pl.lit(t.semantic_type),
-                                           content_type=pl.lit(t.content_type), template=pl.lit(t.text),
+            parts.append(part.with_columns(_phrasing_expr(t) if phrased else question_expr(t),
+                                           semantic_type=pl.lit(t.semantic_type), content_type=pl.lit(t.content_type),
+                                           template=pl.col("paraphrase") if phrased else pl.lit(t.text),
                                            template_program=pl.lit(t.program)))
     unknown = set(frame["template_key"]) - {t.key for t in TEMPLATES}
     if unknown:

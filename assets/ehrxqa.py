@@ -1,0 +1,210 @@
+"""EHRXQA: the template catalog, sampled (question, NeuralSQL, answer) triples with the blocking
+gold-SQL-vs-NeuralSQL check, statistics (paper Table C9) and the release files."""
+
+import hashlib
+import json
+import os
+from dataclasses import asdict
+
+import dagster as dg
+import polars as pl
+from pydantic import Field
+
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.ehr_db import DB_KEYS, database_dir
+from ehrxqa_pipeline import names
+from ehrxqa_pipeline.questions.ehrxqa import CATALOG, stats
+from ehrxqa_pipeline.questions.ehrxqa.records import (STORED_SCHEMA, build_records, catalog_rows, check_stored,
+                                                      stored_frame, write_json, write_release)
+from ehrxqa_pipeline.questions.ehrxqa.sampling import DATABASES, SPLITS, DatabaseFiles, SamplingCaps, sample_ehrxqa
+from resources import PipelineConfig, Warehouse
+
+CATALOG_KEY = dg.AssetKey([names.EHRXQA, "catalog"])
+QUESTIONS_KEY = dg.AssetKey([names.EHRXQA, "questions"])
+STATS_KEY = dg.AssetKey([names.EHRXQA, "statistics"])
+RELEASE_KEY = dg.AssetKey([names.RELEASE, "ehrxqa"])
+SCHEMA = names.EHRXQA
+COMMON = dict(automation_condition=ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"])
+REPORT_SCHEMA = {"template_index": pl.Int64, "scope": pl.String, "database": pl.String, "cap": pl.Int64,
+                 "draws": pl.Int64, "valid_draws": pl.Int64, "duplicates": pl.Int64, "kept": pl.Int64,
+                 "stop": pl.String, "reason": pl.String}
+SHOW_MISMATCHES = 5
+MAX_AUTO_WORKERS = 4  # sampling and the check are CPU-bound Python + SQLite: one process per core
+ITEMS_PER_WORKER = 2000
+_DEFAULT = SamplingCaps()
+
+
+class EhrxqaSamplingConfig(dg.Config):
+    """Per-template caps (paper section 4.1.4: 80 train+valid from silver split 7:1, 10 test from gold)."""
+
+    train_valid_cap: int = Field(default=_DEFAULT.train_valid, description="distinct questions per template "
+                                 "from the silver database (train + valid)")
+    test_cap: int = Field(default=_DEFAULT.test, description="distinct questions per template from the gold database")
+    train_parts: int = Field(default=_DEFAULT.train_parts, description="train share of train:valid")
+    valid_parts: int = Field(default=_DEFAULT.valid_parts, description="valid share of train:valid")
+    patience: int = Field(default=_DEFAULT.patience, description="consecutive draws without a new question "
+                          "after which a template counts as exhausted")
+    max_draws_per_item: int = Field(default=_DEFAULT.max_draws_per_item, description="at most cap x this "
+                                    "draws per template")
+    workers: int = Field(default=0, description="processes for sampling (0: one per CPU core, at most "
+                         f"{MAX_AUTO_WORKERS}); the sample does not depend on it")
+
+    def caps(self) -> SamplingCaps:
+        return SamplingCaps(self.train_valid_cap, self.test_cap, self.train_parts, self.valid_parts, self.patience,
+                            self.max_draws_per_item)
+
+
+def sampling_run_config(**fields) -> dict:
+    """Run config that sets ``EhrxqaSamplingConfig`` fields of ehrxqa/questions, e.g. small caps for tests:
+    ``build(settings, run_config=sampling_run_config(train_valid_cap=4, test_cap=1))``."""
+    return {"ops": {QUESTIONS_KEY.to_python_identifier(): {"config": fields}}}
+
+
+def _databases(settings) -> dict[str, DatabaseFiles]:
+    """The exported silver and gold databases, each with its answer sheet."""
+    return {which: DatabaseFiles(database_dir(settings, which) / "mimic_iv_cxr.db",
+                                 settings.home / "answer_sheets" / which / "tb_cxr_plus.db") for which in DATABASES}
+
+
+def _workers(requested: int, items: int) -> int:
+    """``requested``, or (0) one process per core, at most MAX_AUTO_WORKERS and one per ITEMS_PER_WORKER
+    items: starting a process costs about a second, so small samples run in this process."""
+    if requested > 0:
+        return requested
+    return max(1, min(os.cpu_count() or 1, MAX_AUTO_WORKERS, items // ITEMS_PER_WORKER))
+
+
+def _write_tables(warehouse: Warehouse, tables: dict[str, pl.DataFrame]) -> None:
+    with warehouse.connect() as con:
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        con.execute("BEGIN")
+        for name, frame in tables.items():
+            con.register("_frame", frame)
+            con.execute(f"CREATE OR REPLACE TABLE {SCHEMA}.{name} AS SELECT * FROM _frame")
+            con.unregister("_frame")
+        con.execute("COMMIT")
+
+
+def _questions(warehouse: Warehouse, columns: str = "*") -> pl.DataFrame:
+    with warehouse.connect() as con:
+        return con.execute(f"SELECT {columns} FROM {SCHEMA}.questions ORDER BY split, id").pl()
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dg.asset(key=CATALOG_KEY, group_name=names.EHRXQA, code_version="1", kinds={"duckdb", "json"},
+          description="Grain: one row per EHRXQA question template (index, question_template = q_tag, "
+                      "vqa_template, scope, modality, patient scope). Source: the template catalog in code "
+                      "(ehrxqa_pipeline.questions.ehrxqa). Table ehrxqa.catalog; file EHRXQA_HOME/release/ehrxqa/"
+                      "template_catalog.json (the published template_idx_to_template_info.json fields plus scope "
+                      "and modality). Data version = content hash, so only a catalog change re-samples.", **COMMON)
+def catalog(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
+    rows = catalog_rows()
+    text = json.dumps(rows, indent=4, ensure_ascii=False)
+    frame = pl.DataFrame([{"template_index": int(k), **v} for k, v in rows.items()],
+                         schema={"template_index": pl.Int64, "question_template": pl.String,
+                                 "vqa_template": pl.String, "scope": pl.String, "modality": pl.String,
+                                 "patient_scope": pl.String, "images": pl.String})
+    _write_tables(warehouse, {"catalog": frame})
+    path = pipeline_config.settings().release_dir / "ehrxqa" / "template_catalog.json"
+    write_json(rows, path)
+    per_scope = dict(frame.group_by("scope").len().sort("scope").iter_rows())
+    per_modality = dict(frame.group_by("modality").len().sort("modality").iter_rows())
+    return dg.MaterializeResult(data_version=dg.DataVersion(_digest(text)), metadata={
+        "dagster/row_count": frame.height, "templates_per_scope": dg.MetadataValue.json(per_scope),
+        "templates_per_modality": dg.MetadataValue.json(per_modality), "path": dg.MetadataValue.path(str(path))})
+
+
+@dg.asset(key=QUESTIONS_KEY, group_name=names.EHRXQA, code_version="1", kinds={"duckdb", "sqlite"},
+          deps=[DB_KEYS["silver"], DB_KEYS["gold"], CATALOG_KEY],
+          description="Grain: one row per sampled EHRXQA item (split, id, template, question, gold SQL, "
+                      "NeuralSQL, answer, record fields). Per template up to 80 distinct questions from the silver "
+                      "database split 7:1 into train/valid and up to 10 from the gold database for test (run config "
+                      "changes the caps); a draw is kept only if its gold SQL over TB_CXR_PLUS gives a valid answer. "
+                      "Per-template outcome (draws, kept, why fewer): ehrxqa.sampling_report. Source: "
+                      "ehr_db/silver, ehr_db/gold (the exported SQLite files and answer sheets), ehrxqa/catalog.",
+          **COMMON)
+def questions(config: EhrxqaSamplingConfig, pipeline_config: PipelineConfig,
+              warehouse: Warehouse) -> dg.MaterializeResult:
+    settings = pipeline_config.settings()
+    caps = config.caps()
+    files = _databases(settings)
+    workers = _workers(config.workers, len(CATALOG) * (caps.train_valid + caps.test))
+    sample = sample_ehrxqa(files["silver"], files["gold"], settings.seed, caps, workers=workers)
+    frame = stored_frame(sample)
+    reports = pl.DataFrame([r.row() for r in sample.reports], schema=REPORT_SCHEMA)
+    _write_tables(warehouse, {"questions": frame, "sampling_report": reports})
+    none = [f"{i} {db}: {why}" for i, db, why in
+            reports.filter(pl.col("kept") == 0).select("template_index", "database", "reason").iter_rows()]
+    per_split = {s: frame.filter(pl.col("split") == s).height for s in SPLITS}
+    per_scope = {f"{scope}/{split}": n for scope, split, n in
+                 frame.group_by("scope", "split").len().sort("scope", "split").iter_rows()}
+    content = frame.write_csv() + reports.write_csv()
+    return dg.MaterializeResult(data_version=dg.DataVersion(_digest(content)), metadata={
+        "dagster/row_count": frame.height, "questions_per_split": dg.MetadataValue.json(per_split),
+        "questions_per_scope_split": dg.MetadataValue.json(per_scope),
+        "caps": dg.MetadataValue.json(asdict(caps)), "draws": int(reports["draws"].sum()),
+        "templates_below_cap": reports.filter(pl.col("kept") < pl.col("cap")).height,
+        "templates_without_items": dg.MetadataValue.json(none)})
+
+
+@dg.asset_check(asset=QUESTIONS_KEY, name="neuralsql_consistency", blocking=True, pool=DUCKDB_POOL,
+                op_tags=DUCKDB_TAGS,
+                description="Every stored item's NeuralSQL, executed with the oracle VQA module on the database it "
+                            "was drawn from, gives its gold SQL answer, and both equal the stored answer.")
+def neuralsql_consistency(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.AssetCheckResult:
+    frame = _questions(warehouse)
+    mismatches = check_stored(frame, _databases(pipeline_config.settings()), workers=_workers(0, frame.height))
+    shown = [{"template": m.index, "question": m.question, "gold": repr(m.gold), "neural": repr(m.neural),
+              "stored": repr(m.stored)} for m in mismatches[:SHOW_MISMATCHES]]
+    return dg.AssetCheckResult(
+        passed=not mismatches, severity=dg.AssetCheckSeverity.ERROR,
+        description=f"{len(mismatches)} of {frame.height} items disagree (gold SQL / NeuralSQL with the oracle / "
+                    "stored answer)",
+        metadata={"items_checked": frame.height, "mismatches": len(mismatches),
+                  "first_mismatches": dg.MetadataValue.json(shown)})
+
+
+@dg.asset(key=STATS_KEY, group_name=names.EHRXQA, code_version="1", deps=[QUESTIONS_KEY], kinds={"duckdb"},
+          description="Grain: one row per (modality, patient scope) with counts per split (cf. paper Table C9), "
+                      "and one row per template with its counts and sampling outcome (draws, why fewer than the "
+                      "cap). Source: ehrxqa.questions, ehrxqa.sampling_report. Files: EHRXQA_HOME/release/ehrxqa/"
+                      "statistics.{md,json}.", **COMMON)
+def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
+    frame = _questions(warehouse, "split, id, template_index, scope")
+    with warehouse.connect() as con:
+        reports = con.execute(f"SELECT * FROM {SCHEMA}.sampling_report ORDER BY database, template_index").pl()
+    c9 = stats.c9_counts(frame)
+    per = stats.per_template(frame, reports.to_dicts())
+    md = stats.render_markdown(c9, per)
+    out = pipeline_config.settings().release_dir / "ehrxqa"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "statistics.md").write_text(md)
+    write_json({"c9": c9, "per_template": per}, out / "statistics.json", indent=2)
+    c9_md = md.split("\n\n### Per template")[0]
+    return dg.MaterializeResult(metadata={
+        "statistics": dg.MetadataValue.md(c9_md), "c9": dg.MetadataValue.json(c9),
+        "per_template": dg.MetadataValue.json(per),
+        "templates_below_cap": sum(1 for r in per if r["silver_reason"] or r["gold_reason"])})
+
+
+@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="1", deps=[QUESTIONS_KEY], kinds={"json"},
+          description="Grain: one JSON record per EHRXQA item in the published format (db_id, split, id, question, "
+                      "template, query, value, q_tag, t_tag, o_tag, v_tag, tag, para_type, is_impossible, answer), "
+                      "one file per split: EHRXQA_HOME/release/ehrxqa/{train,valid,test}.json (indent 4). "
+                      "Source: ehrxqa.questions.", **COMMON)
+def release_ehrxqa(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
+    frame = _questions(warehouse)
+    records = build_records(frame.select(list(STORED_SCHEMA)))
+    out = pipeline_config.settings().release_dir / "ehrxqa"
+    paths = write_release(records, out)
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": sum(len(v) for v in records.values()), "path": dg.MetadataValue.path(str(out)),
+        "records_per_split": dg.MetadataValue.json({s: len(records[s]) for s in SPLITS}),
+        "files": dg.MetadataValue.json({s: str(p) for s, p in paths.items()})})
+
+
+EHRXQA_ASSETS = [catalog, questions, statistics, release_ehrxqa]
+EHRXQA_CHECKS = [neuralsql_consistency]

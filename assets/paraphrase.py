@@ -1,0 +1,264 @@
+"""Paraphrase pools: prompts (privacy-checked) -> candidates (LLM or offline rules) -> machine validation ->
+human review -> pools split 3:1 -> statistics. Library: ehrxqa_pipeline.paraphrase."""
+
+import hashlib
+import json
+
+import dagster as dg
+import polars as pl
+
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.ingest import ingest_key
+from ehrxqa_pipeline import names
+from ehrxqa_pipeline.paraphrase import rules
+from ehrxqa_pipeline.paraphrase.generate import from_llm, prompts_for, rule_based
+from ehrxqa_pipeline.paraphrase.pools import build_pools, pool_problems, pool_sizes
+from ehrxqa_pipeline.paraphrase.privacy import PrivacyGuard, ValueSet
+from ehrxqa_pipeline.paraphrase.prompts import PAPER_COUNTS, PROMPT_VERSION, scaffold_texts
+from ehrxqa_pipeline.paraphrase.templates import all_templates
+from resources import LLMResource, PipelineConfig, Warehouse
+
+G = names.PARAPHRASE
+PROMPTS_KEY = dg.AssetKey([G, "prompts"])
+CANDIDATES_KEY = dg.AssetKey([G, "candidates"])
+VALIDATED_KEY = dg.AssetKey([G, "validated"])
+REVIEW_KEY = dg.AssetKey([G, "review"])
+POOLS_KEY = dg.AssetKey([G, "pools"])
+STATS_KEY = dg.AssetKey([G, "statistics"])
+LLM_POOL = "llm"
+# record values that must never reach a prompt (dates are caught by shape): ingest table -> columns
+VALUE_COLUMNS = {"patients": ("subject_id",), "admissions": ("hadm_id",), "icustays": ("stay_id",),
+                 "cxr_metadata": ("dicom_id", "study_id"), "prescriptions": ("drug",)}
+COMMON = dict(group_name=G, automation_condition=ON_CHANGE, owners=["team:ehrxqa"], kinds={"duckdb"})
+
+
+def _write(con, table: str, frame: pl.DataFrame) -> None:
+    con.execute(f"CREATE SCHEMA IF NOT EXISTS {G}")
+    con.register("_frame", frame)
+    con.execute(f"CREATE OR REPLACE TABLE {G}.{table} AS SELECT * FROM _frame")
+    con.unregister("_frame")
+
+
+def _read(con, table: str) -> pl.DataFrame:
+    return con.execute(f"SELECT * FROM {G}.{table}").pl()
+
+
+def _version(frame: pl.DataFrame) -> dg.DataVersion:
+    """Content hash: downstream re-runs only when the content changed."""
+    h = hashlib.sha256(frame.write_csv().encode()).hexdigest()[:32]
+    return dg.DataVersion(h)
+
+
+def record_values(con) -> tuple[ValueSet, list[str]]:
+    """Ids and names from the ingested tables (those present), and the tables read."""
+    present = {r[0] for r in con.execute(f"SELECT table_name FROM duckdb_tables() WHERE schema_name = "
+                                         f"'{names.INGEST}'").fetchall()}
+    values, read = [], []
+    for table, cols in VALUE_COLUMNS.items():
+        if table in present:
+            read.append(table)
+            for c in cols:
+                values += [r[0] for r in con.execute(f"SELECT DISTINCT {c} FROM {names.INGEST}.{table} "
+                                                     f"WHERE {c} IS NOT NULL").fetchall()]
+    return ValueSet.of(values), read
+
+
+def _counts(llm: LLMResource) -> dict[str, int]:
+    return {**PAPER_COUNTS, **llm.counts()}
+
+
+@dg.asset(key=PROMPTS_KEY, code_version=f"1-{PROMPT_VERSION}", pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+          deps=[ingest_key(t) for t in VALUE_COLUMNS],
+          check_specs=[dg.AssetCheckSpec("no_record_values", asset=PROMPTS_KEY, blocking=True,
+                                         description="No prompt holds an id, a date or a drug name of the "
+                                                     "databases (PhysioNet DUA): only template text is sent.")],
+          description="Grain: one row per template (48 MIMIC-CXR-VQA + the EHRXQA image and image+table "
+                      "templates) with the paper's prompt (Figures B1 / C4, version in code_version) asking for "
+                      "the configured number of paraphrases. Source: the template catalogs; the privacy check "
+                      "reads ids and drug names from ingest.{patients,admissions,icustays,cxr_metadata,"
+                      "prescriptions}.", **COMMON)
+def prompts(llm: LLMResource, warehouse: Warehouse):
+    templates = all_templates()
+    counts = _counts(llm)
+    texts = prompts_for(templates, counts)
+    frame = pl.DataFrame({"template_id": [t.template_id for t in templates], "dataset": [t.dataset for t in templates],
+                          "template_key": [t.key for t in templates], "form": [t.form for t in templates],
+                          "text": [t.text for t in templates], "count": [counts[t.dataset] for t in templates],
+                          "prompt_version": PROMPT_VERSION, "prompt": [texts[t.template_id] for t in templates]})
+    with warehouse.connect() as con:
+        _write(con, "prompts", frame)
+        values, read = record_values(con)
+    leaks = PrivacyGuard(values, exempt=scaffold_texts()).scan_all(texts)
+    kinds = {}
+    for leak in leaks:
+        kinds[leak.kind] = kinds.get(leak.kind, 0) + 1
+    yield dg.MaterializeResult(data_version=_version(frame), metadata={
+        "dagster/row_count": frame.height, "prompt_version": PROMPT_VERSION,
+        "templates_per_dataset": dg.MetadataValue.json(dict(frame.group_by("dataset").len().sort("dataset").rows()))})
+    yield dg.AssetCheckResult(check_name="no_record_values", passed=not leaks,
+                              description=f"{len(leaks)} record values in {len({x.key for x in leaks})} prompts; "
+                                          f"{len(values)} values scanned from {', '.join(read) or 'no tables'}",
+                              metadata={"leaks_by_kind": dg.MetadataValue.json(kinds),
+                                        "first_leaks": dg.MetadataValue.json([x.describe() for x in leaks[:20]])})
+
+
+@dg.asset(key=CANDIDATES_KEY, code_version=f"1-{PROMPT_VERSION}-{rules.VERSION}", pool=LLM_POOL,
+          op_tags=DUCKDB_TAGS, deps=[PROMPTS_KEY],
+          check_specs=[dg.AssetCheckSpec("llm_requests_succeeded", asset=CANDIDATES_KEY, blocking=False,
+                                         description="Every template got an answer (failed ones are asked "
+                                                     "again on the next run).")],
+          description="Grain: one row per (template, candidate paraphrase) in generation order, with its source: "
+                      "the LLM (EHRXQA_LLM_BASE_URL; answers cached in EHRXQA_HOME/cache/llm_cache.duckdb by model, "
+                      "prompt version, template, temperature and seed) or, with no endpoint, the offline "
+                      "rule-based paraphraser. Source: paraphrase.prompts.", **COMMON)
+def candidates(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, llm: LLMResource,
+               warehouse: Warehouse):
+    from ehrxqa_pipeline.paraphrase.cache import LlmCache
+
+    settings = pipeline_config.settings()
+    templates = all_templates()
+    client = llm.client(settings.seed)
+    if client is None:
+        frame, report = rule_based(templates, _counts(llm), settings.seed)
+    else:
+        with warehouse.connect() as con:
+            values, _ = record_values(con)
+        guard = PrivacyGuard(values, exempt=scaffold_texts())
+        frame, report = from_llm(templates, _counts(llm), client, LlmCache(settings.cache_dir / "llm_cache.duckdb"),
+                                 guard)
+    context.log.info(f"candidates: {report.candidates} from {report.generator}; {report.requests} requests, "
+                     f"{report.cache_hits} cache hits, {len(report.errors)} failed templates")
+    with warehouse.connect() as con:
+        _write(con, "candidates", frame)
+    meta = report.as_metadata()
+    yield dg.MaterializeResult(data_version=_version(frame), metadata={
+        "dagster/row_count": frame.height, **{k: dg.MetadataValue.json(v) if isinstance(v, dict) else v
+                                              for k, v in meta.items()}})
+    yield dg.AssetCheckResult(check_name="llm_requests_succeeded", passed=not report.errors,
+                              severity=dg.AssetCheckSeverity.WARN,
+                              description=f"{len(report.errors)} templates without an answer",
+                              metadata={"errors": dg.MetadataValue.json(dict(sorted(report.errors.items())))})
+
+
+@dg.asset(key=VALIDATED_KEY, code_version="1", pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, deps=[CANDIDATES_KEY],
+          description="Grain: one row per machine-valid candidate (placeholders kept, question form kept, no "
+                      "(near-)duplicate, sentence-embedding similarity to the template >= the threshold); refused "
+                      "ones in paraphrase.validated_rejected with a named reason. Includes reviewers' own accepted "
+                      "phrasings from paraphrases/reviewed.csv. Source: paraphrase.candidates, the review file.",
+          **COMMON)
+def validated(pipeline_config: PipelineConfig, warehouse: Warehouse):
+    from ehrxqa_pipeline.paraphrase import review
+    from ehrxqa_pipeline.paraphrase.embed import Embedder
+    from ehrxqa_pipeline.paraphrase.validate import MEANING_THRESHOLD, REASONS, validate
+
+    settings = pipeline_config.settings()
+    with warehouse.connect() as con:
+        cands = _read(con, "candidates")
+    own = review.reviewer_candidates(review.read_reviews(review.default_path()), cands)
+    start = cands.group_by("template_id").agg(pl.len().alias("_n"))
+    own = (own.with_columns(rank=pl.int_range(pl.len()).over("template_id"))
+           .join(start, on="template_id", how="left").with_columns(rank=pl.col("rank") + pl.col("_n").fill_null(0))
+           .drop("_n"))
+    everything = pl.concat([cands.select("template_id", "rank", "text", "source"),
+                            own.select("template_id", "rank", "text", "source")])
+    embedder = Embedder(cache_path=settings.cache_dir / "embeddings.duckdb")
+    out = validate(all_templates(), everything, embedder)
+    valid, rejected = out.filter(pl.col("valid")).drop("valid"), out.filter(~pl.col("valid")).drop("valid")
+    with warehouse.connect() as con:
+        _write(con, "validated", valid)
+        _write(con, names.rejected("validated"), rejected)
+    reasons = dict(rejected.group_by("reason").len().iter_rows())
+    return dg.MaterializeResult(data_version=_version(valid), metadata={
+        "dagster/row_count": valid.height, "rejected_rows": rejected.height,
+        "rejected_by_reason": dg.MetadataValue.json({r: int(reasons.get(r, 0)) for r in REASONS}),
+        "meaning_threshold": MEANING_THRESHOLD, "reviewer_phrasings": own.height,
+        "embeddings_computed": embedder.computed})
+
+
+@dg.asset(key=REVIEW_KEY, code_version="1", pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, deps=[VALIDATED_KEY],
+          description="Grain: one row per machine-valid candidate with the human decision from "
+                      "paraphrases/reviewed.csv (accepted / rejected; none: pending) and the reviewer's note. "
+                      "Pending candidates are listed in EHRXQA_HOME/paraphrase/review_queue.csv in the file's "
+                      "format. Re-materialize after editing the file. Source: paraphrase.validated, the file.",
+          **COMMON)
+def review_state(pipeline_config: PipelineConfig, warehouse: Warehouse):
+    from ehrxqa_pipeline.paraphrase import review
+
+    path = review.default_path()
+    reviews = review.read_reviews(path)
+    with warehouse.connect() as con:
+        valid = _read(con, "validated")
+        cands = _read(con, "candidates")
+        state = review.review_state(valid, reviews)
+        _write(con, "review", state)
+    queue = pipeline_config.settings().home / "paraphrase" / "review_queue.csv"
+    queue.parent.mkdir(parents=True, exist_ok=True)
+    queue.write_text(review.queue_csv(state))
+    counts = {d: state.filter(pl.col("decision") == d).height for d in review.DECISIONS}
+    seen = pl.concat([cands.select("template_id", "text"), valid.select("template_id", "text")])
+    stale = review.orphans(reviews, seen)
+    return dg.MaterializeResult(data_version=_version(state), metadata={
+        "dagster/row_count": state.height, **{f"decision/{k}": v for k, v in counts.items()},
+        "review_rows_matching_nothing": stale.height, "review_file": dg.MetadataValue.path(str(path)),
+        "review_queue": dg.MetadataValue.path(str(queue))})
+
+
+@dg.asset(key=POOLS_KEY, code_version="1", pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, deps=[REVIEW_KEY],
+          check_specs=[
+              dg.AssetCheckSpec("placeholders_match_template", asset=POOLS_KEY, blocking=True,
+                                description="Every phrasing keeps exactly its template's placeholders."),
+              dg.AssetCheckSpec("train_test_disjoint", asset=POOLS_KEY, blocking=True,
+                                description="No phrasing of a template is in both the train and valid/test pool."),
+              dg.AssetCheckSpec("every_template_has_phrasings", asset=POOLS_KEY, blocking=False,
+                                description="Templates with no usable phrasing keep their own wording.")],
+          description="Grain: one row per (template, phrasing): usable candidates (accepted, or pending unless "
+                      "EHRXQA_PARAPHRASE_REQUIRE_REVIEW=1), k-means (k=4) cluster over word edit distance, side "
+                      "train or test (valid/test), clusters 3:1. Source: paraphrase.review.", **COMMON)
+def pools(warehouse: Warehouse):
+    from ehrxqa_pipeline.paraphrase.review import require_review
+
+    templates = all_templates()
+    with warehouse.connect() as con:
+        state = _read(con, "review")
+        frame = build_pools(templates, state, require_review())
+        _write(con, "pools", frame)
+    problems = pool_problems(templates, frame)
+    sizes = pool_sizes(templates, frame)
+    empty = sizes.filter(pl.col("total") == 0)["template_id"].to_list()
+    yield dg.MaterializeResult(data_version=_version(frame), metadata={
+        "dagster/row_count": frame.height, "require_review": require_review(),
+        "mean_per_template": dg.MetadataValue.json(
+            {ds: round(float(g["total"].mean()), 2) for (ds,), g in sizes.group_by("dataset")})})
+    yield dg.AssetCheckResult(check_name="placeholders_match_template", passed=not problems["placeholders"],
+                              metadata={"bad": dg.MetadataValue.json(problems["placeholders"][:20])})
+    yield dg.AssetCheckResult(check_name="train_test_disjoint", passed=not problems["train_test_overlap"],
+                              metadata={"overlap": dg.MetadataValue.json(problems["train_test_overlap"][:20])})
+    yield dg.AssetCheckResult(check_name="every_template_has_phrasings", passed=not empty,
+                              severity=dg.AssetCheckSeverity.WARN,
+                              description=f"{len(empty)} templates without phrasings",
+                              metadata={"templates": dg.MetadataValue.json(empty)})
+
+
+@dg.asset(key=STATS_KEY, code_version="1", pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, deps=[POOLS_KEY],
+          description="Grain: one table per dataset: candidates by source, machine rejections per reason, review "
+                      "decisions, paraphrases per template (paper: 16.5 MIMIC-CXR-VQA, 10.4 EHRXQA) and per side. "
+                      "Also EHRXQA_HOME/release/paraphrases/statistics.{md,json}. Source: paraphrase.*.", **COMMON)
+def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
+    from ehrxqa_pipeline.paraphrase.stats import render_markdown
+    from ehrxqa_pipeline.paraphrase.stats import statistics as compute
+
+    with warehouse.connect() as con:
+        frames = {t: _read(con, t) for t in ("candidates", "validated", names.rejected("validated"), "review", "pools")}
+    checked = pl.concat([frames["validated"].with_columns(valid=pl.lit(True)),
+                         frames[names.rejected("validated")].with_columns(valid=pl.lit(False))], how="diagonal")
+    stats = compute(all_templates(), frames["candidates"], checked, frames["review"], frames["pools"])
+    md = render_markdown(stats)
+    out = pipeline_config.settings().release_dir / "paraphrases"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "statistics.md").write_text(md)
+    (out / "statistics.json").write_text(json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    return dg.MaterializeResult(metadata={"statistics": dg.MetadataValue.md(md),
+                                          "overall": dg.MetadataValue.json(stats)})
+
+
+PARAPHRASE_ASSETS = [prompts, candidates, validated, review_state, pools, statistics]

@@ -1,0 +1,173 @@
+"""Chat completions from any OpenAI-compatible server, through the ``openai`` client.
+
+Retries are ours, not the client's (it is built with ``max_retries=0``): a 429, a 5xx, a timeout or a
+dropped connection is retried up to ``max_retries`` times after ``min(max_backoff_s, backoff_s * 2**k)``
+seconds (or the server's Retry-After, capped the same way): no jitter, so a run's behaviour is reproducible.
+Other 4xx errors and malformed answers are not retried. Requests run in a bounded thread pool; results
+come back in input order. Token usage is summed for asset metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class LlmSettings:
+    base_url: str
+    model: str
+    api_key: str = "unused"  # OpenAI-compatible local servers ignore it; the client needs a string
+    timeout_s: float = 60.0
+    max_retries: int = 4
+    backoff_s: float = 2.0
+    max_backoff_s: float = 60.0
+    concurrency: int = 4
+    temperature: float = 1.0
+    seed: int = 0
+    max_tokens: int | None = None
+
+
+@dataclass
+class Completion:
+    key: str
+    text: str | None = None
+    error: str | None = None  # rate_limited | server_error | timeout | connection | http_<status> | malformed
+    attempts: int = 0
+    usage: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, c: Completion) -> None:
+        with self._lock:
+            self.calls += c.attempts
+            self.retries += max(0, c.attempts - 1)
+            for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+                setattr(self, k, getattr(self, k) + int(c.usage.get(k) or 0))
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in ("calls", "retries", "prompt_tokens", "completion_tokens", "total_tokens")}
+
+
+class ChatClient:
+    """One OpenAI client; ``complete`` asks for many prompts with bounded concurrency."""
+
+    def __init__(self, settings: LlmSettings, sleep: Callable[[float], None] = time.sleep):
+        import openai
+
+        self.settings = settings
+        self.usage = Usage()
+        self._sleep = sleep
+        self._openai = openai
+        self._client = openai.OpenAI(base_url=settings.base_url, api_key=settings.api_key or "unused",
+                                     timeout=settings.timeout_s, max_retries=0)
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        s = self.settings
+        try:
+            wanted = float(retry_after) if retry_after is not None else s.backoff_s * 2 ** attempt
+        except ValueError:
+            wanted = s.backoff_s * 2 ** attempt
+        return max(0.0, min(s.max_backoff_s, wanted))
+
+    def _classify(self, exc: Exception) -> tuple[str, bool, str | None]:
+        """(error name, retryable, Retry-After header)."""
+        o = self._openai
+        if isinstance(exc, o.APITimeoutError):
+            return "timeout", True, None
+        if isinstance(exc, o.APIConnectionError):
+            return "connection", True, None
+        if isinstance(exc, o.APIStatusError):
+            after = exc.response.headers.get("retry-after") if exc.response is not None else None
+            if exc.status_code == 429:
+                return "rate_limited", True, after
+            if exc.status_code >= 500:
+                return "server_error", True, after
+            return f"http_{exc.status_code}", False, None
+        if isinstance(exc, (ValueError, o.APIResponseValidationError)):
+            return "malformed", False, None
+        raise exc
+
+    def complete_one(self, key: str, prompt: str) -> Completion:
+        s, out = self.settings, Completion(key)
+        kwargs = {"max_tokens": s.max_tokens} if s.max_tokens else {}
+        for attempt in range(s.max_retries + 1):
+            out.attempts = attempt + 1
+            try:
+                r = self._client.chat.completions.create(
+                    model=s.model, messages=[{"role": "user", "content": prompt}], temperature=s.temperature,
+                    seed=s.seed, n=1, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - classified, unknown ones re-raised
+                out.error, retry, after = self._classify(exc)
+                if retry and attempt < s.max_retries:
+                    self._sleep(self._delay(attempt, after))
+                    continue
+                break
+            text = None
+            try:
+                text = r.choices[0].message.content
+            except (TypeError, IndexError, AttributeError):
+                pass
+            usage = getattr(r, "usage", None)
+            out.usage = {k: getattr(usage, k, 0) or 0 for k in ("prompt_tokens", "completion_tokens",
+                                                               "total_tokens")} if usage else {}
+            out.text, out.error = (text, None) if isinstance(text, str) and text.strip() else (None, "malformed")
+            break
+        self.usage.add(out)
+        return out
+
+    def complete(self, items: Sequence[tuple[str, str]],
+                 on_result: Callable[[Completion], None] | None = None) -> list[Completion]:
+        """Ask for every (key, prompt); ``on_result`` runs in the calling thread as each finishes."""
+        if not items:
+            return []
+        with ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency)) as pool:
+            futures = [pool.submit(self.complete_one, k, p) for k, p in items]
+            results = []
+            for f in futures:
+                results.append(f.result())
+                if on_result is not None:
+                    on_result(results[-1])
+        return results
+
+
+_NUMBERING = re.compile(r"^\s*(?:[-*\u2022]|\(?\d{1,3}[.)\]:-]|\d{1,3}\s)\s*")
+
+
+def parse_paraphrases(text: str) -> list[str]:
+    """Paraphrases from a model answer: a JSON list of strings, or one per line (numbering, bullets and
+    surrounding quotes removed; blank lines and headings ending in ':' dropped). Order kept."""
+    stripped = text.strip()
+    if stripped.startswith("["):
+        try:
+            data = json.loads(stripped)
+            if isinstance(data, list) and all(isinstance(x, str) for x in data):
+                return [x.strip() for x in data if x.strip()]
+        except ValueError:
+            pass
+    out = []
+    for line in stripped.splitlines():
+        line = _NUMBERING.sub("", line, count=1).strip()
+        if len(line) >= 2 and line[0] == line[-1] and line[0] in "\"'\u201c`":
+            line = line[1:-1].strip()
+        line = line.strip("\u201c\u201d").strip()
+        if line and not line.endswith(":"):
+            out.append(line)
+    return out

@@ -1,0 +1,282 @@
+"""EHRXQA question sampling (paper section 4.1.4; reference-builders.md 6.5): per template, up to 80 distinct
+questions from the silver database split 7:1 into train / valid, and up to 10 from the gold database for test.
+
+Per template and database, draws come from their own generator ``rng.generator(seed,
+"ehrxqa.sample.<silver|gold>.<index>")``; one draw is one ``ImageFiller.fill(template, rng, tries=1)``: the
+filler samples values (stages 1-4) and keeps the draw only if its gold SQL yields a valid answer. A draw
+whose question text was already kept is a duplicate. Drawing stops at the first of:
+- ``cap``: the template has ``cap`` distinct questions;
+- ``exhausted``: ``patience`` consecutive draws added nothing (invalid or duplicate): the database cannot
+  give more distinct questions of this template in reasonable time;
+- ``attempt_limit``: ``cap * max_draws_per_item`` draws;
+- ``empty_pool``: a precondition no draw can meet (no study, no patient with >= 2 studies for 2-image
+  templates, no labelled (object, attribute) pair); no draw is made.
+The train / valid split shuffles a template's kept silver items with ``generator(seed, "ehrxqa.split.<index>")``
+and puts ``floor(n * valid / (train + valid) + 1/2)`` of them in valid; both keep draw order. Same databases,
+seed and caps give the same items in the same order, whatever the number of worker processes.
+
+Entry point: ``sample_ehrxqa(silver, gold, seed, caps, templates, workers)`` -> ``Sample`` (items as plain
+data in release order, one ``TemplateReport`` per template and database); ``sample_templates`` for one database.
+
+``open_database(db, answer_sheet)`` opens an exported database read-only with its answer sheet attached. A sheet
+without an index on study_id (exports before that index existed) is read through an indexed in-memory copy:
+without it every gold-SQL probe scans the whole sheet (tens of seconds per group question at full scale).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import sqlite3
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, ImageFiller
+from ehrxqa_pipeline.rng import generator
+
+DATABASES = ("silver", "gold")  # silver: train + valid, gold: test
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class SamplingCaps:
+    """Per-template caps (paper: 80 train+valid, 10 test, train:valid = 7:1) and the attempt bounds."""
+
+    train_valid: int = 80
+    test: int = 10
+    train_parts: int = 7
+    valid_parts: int = 1
+    patience: int = 100  # consecutive draws without a new question before a template counts as exhausted
+    max_draws_per_item: int = 25  # at most cap * this draws per template
+
+    def __post_init__(self):
+        for name in ("train_valid", "test", "train_parts", "valid_parts", "patience", "max_draws_per_item"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < (1 if name in ("patience", "max_draws_per_item") else 0):
+                raise ValueError(f"SamplingCaps.{name} must be a non-negative integer (patience and "
+                                 f"max_draws_per_item >= 1), got {value!r}")
+        if self.train_parts + self.valid_parts == 0:
+            raise ValueError("SamplingCaps: train_parts + valid_parts must be > 0 (e.g. 7 and 1)")
+
+    def n_valid(self, n: int) -> int:
+        """How many of ``n`` silver items go to valid: n * valid / (train + valid), rounded half up."""
+        return math.floor(n * self.valid_parts / (self.train_parts + self.valid_parts) + 0.5)
+
+    def cap(self, database: str) -> int:
+        return self.train_valid if database == "silver" else self.test
+
+
+@dataclass(frozen=True)
+class TemplateReport:
+    """How one template fared on one database."""
+
+    template_index: int
+    scope: str
+    database: str  # silver / gold
+    cap: int
+    draws: int  # attempts made (one filler draw each)
+    valid_draws: int  # draws whose gold SQL gave a valid answer (new or duplicate)
+    kept: int  # distinct questions kept
+    stop: str  # cap / exhausted / attempt_limit / empty_pool
+    reason: str  # why fewer than cap ('' when the cap was reached)
+
+    @property
+    def duplicates(self) -> int:
+        return self.valid_draws - self.kept
+
+    def row(self) -> dict:
+        return {"template_index": self.template_index, "scope": self.scope, "database": self.database,
+                "cap": self.cap, "draws": self.draws, "valid_draws": self.valid_draws,
+                "duplicates": self.duplicates, "kept": self.kept, "stop": self.stop, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class SampledItem:
+    """One kept item as plain data (what the warehouse stores); ``record`` = ``FilledItem.record()``."""
+
+    split: str
+    database: str
+    template_index: int
+    scope: str
+    draw: int  # 0-based position among the template's kept items of this database (draw order)
+    question: str
+    gold_sql: str
+    neural_sql: str
+    answer: list
+    record: dict
+
+    @classmethod
+    def of(cls, item: FilledItem, split: str, database: str, draw: int) -> SampledItem:
+        return cls(split, database, item.template.index, item.template.scope, draw, item.question, item.gold_sql,
+                   item.neural_sql, item.answer, item.record())
+
+
+@dataclass
+class Sample:
+    items: list[SampledItem] = field(default_factory=list)  # ordered: split, template index, draw order
+    reports: list[TemplateReport] = field(default_factory=list)
+
+    def split(self, name: str) -> list[SampledItem]:
+        return [i for i in self.items if i.split == name]
+
+
+@dataclass(frozen=True)
+class DatabaseFiles:
+    """An exported EHRXQA database and its answer sheet (may be the same file)."""
+
+    database: Path
+    answer_sheet: Path
+
+    def open(self) -> sqlite3.Connection:
+        return open_database(self.database, self.answer_sheet)
+
+
+def open_database(database: str | Path, answer_sheet: str | Path) -> sqlite3.Connection:
+    """A read-only connection to an exported mimic_iv_cxr.db that also sees TB_CXR_PLUS (indexed copy)."""
+    paths = {"database": Path(database), "answer sheet": Path(answer_sheet)}
+    for what, path in paths.items():
+        if not path.is_file():
+            raise FileNotFoundError(f"EHRXQA {what} not found: {path}. Materialize the ehr_db assets first "
+                                    "(`ehrxqa build --select group:ehr_db`).")
+    conn = sqlite3.connect(f"{paths['database'].resolve().as_uri()}?mode=ro", uri=True)
+    conn.execute("PRAGMA temp_store = MEMORY")
+    conn.execute("ATTACH DATABASE ? AS sheet", [f"{paths['answer sheet'].resolve().as_uri()}?mode=ro"])
+    tables = {r[0] for r in conn.execute("SELECT name FROM sheet.sqlite_master WHERE type = 'table'")}
+    if "tb_cxr_plus" not in tables:
+        conn.close()
+        raise ValueError(f"{paths['answer sheet']}: no table tb_cxr_plus; re-materialize the ehr_db assets")
+    indexed = conn.execute("SELECT count(*) FROM sheet.sqlite_master WHERE type = 'index' AND "
+                           "tbl_name = 'tb_cxr_plus' AND sql LIKE '%(study_id%'").fetchone()[0]
+    if not indexed:  # an export from before the study_id index: probe an indexed in-memory copy instead
+        # temp is searched before main and attached schemas, so unqualified tb_cxr_plus reads the copy
+        conn.execute("CREATE TEMP TABLE tb_cxr_plus AS SELECT * FROM sheet.tb_cxr_plus ORDER BY row_id")
+        conn.execute("CREATE INDEX temp.tb_cxr_plus_study ON tb_cxr_plus (study_id, relation)")
+    return conn
+
+
+def empty_pool_reason(filler: ImageFiller, template) -> str:
+    """Why no draw of ``template`` can succeed on this database ('' when draws may succeed)."""
+    if template.scope.startswith("TABLE"):
+        return ""
+    by_patient = getattr(filler, "by_patient", None)
+    if by_patient is not None and not by_patient:
+        return "no study in TB_CXR"
+    if template.scope.endswith("SINGLE-2") and by_patient is not None and \
+            max(len(rows) for rows in by_patient.values()) < 2:
+        return "no patient with >= 2 studies"
+    if getattr(filler, "pairs", None) is not None and not filler.pairs:
+        return "no labelled (object, attribute, category) in TB_CXR_PLUS"
+    return ""
+
+
+def sample_template(filler: ImageFiller, template, rng: np.random.Generator, cap: int, database: str,
+                    caps: SamplingCaps) -> tuple[list[FilledItem], TemplateReport]:
+    """Up to ``cap`` items of distinct question text, in draw order, and the template's report."""
+    kept: list[FilledItem] = []
+    seen: set[str] = set()
+    draws = valid = idle = 0
+    limit = cap * caps.max_draws_per_item
+    reason = empty_pool_reason(filler, template) if cap else ""
+    stop = "empty_pool" if reason else "cap"
+    while not reason and len(kept) < cap:
+        if draws >= limit:
+            stop, reason = "attempt_limit", f"attempt limit reached ({draws} draws)"
+            break
+        if idle >= caps.patience:
+            stop = "exhausted"
+            reason = (f"no valid draw in {draws} attempts" if not valid else
+                      f"no new question in {idle} consecutive draws")
+            break
+        draws += 1
+        try:
+            item = filler.fill(template, rng, tries=1)
+        except Exception as e:  # a template bug: name the template, keep the cause
+            raise RuntimeError(f"EHRXQA template {template.index} ({template.scope}): filling failed on the "
+                               f"{database} database: {e}") from e
+        if item is None:
+            idle += 1
+            continue
+        valid += 1
+        if item.question in seen:
+            idle += 1
+            continue
+        seen.add(item.question)
+        kept.append(item)
+        idle = 0
+    report = TemplateReport(template.index, template.scope, database, cap, draws, valid, len(kept), stop, reason)
+    return kept, report
+
+
+def sample_templates(conn: sqlite3.Connection, database: str, seed: int, caps: SamplingCaps,
+                     templates: Sequence) -> tuple[dict[int, list[SampledItem]], list[TemplateReport]]:
+    """Kept items per template index (split still unset: '') and one report per template, for one database."""
+    if database not in DATABASES:
+        raise ValueError(f"database must be one of {DATABASES}, got {database!r}")
+    filler = ImageFiller(conn)
+    items, reports = {}, []
+    for t in templates:
+        rng = generator(seed, f"ehrxqa.sample.{database}.{t.index}")
+        kept, report = sample_template(filler, t, rng, caps.cap(database), database, caps)
+        items[t.index] = [SampledItem.of(item, "", database, d) for d, item in enumerate(kept)]
+        reports.append(report)
+    return items, reports
+
+
+def _sample_chunk(files: DatabaseFiles, database: str, seed: int, caps: SamplingCaps, indices: list[int]):
+    """Worker: one database, some templates (by index, so only plain data crosses processes)."""
+    conn = files.open()
+    try:
+        return sample_templates(conn, database, seed, caps, [BY_INDEX[i] for i in indices])
+    finally:
+        conn.close()
+
+
+def run_parallel(fn, jobs: list[tuple], workers: int) -> list:
+    """``fn(*job)`` for every job, in job order; in this process when ``workers`` <= 1 (or one job), else in
+    ``workers`` fresh (spawned) processes: results are the same either way."""
+    if workers <= 1 or len(jobs) <= 1:
+        return [fn(*job) for job in jobs]
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads / connections
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
+        return list(pool.map(fn, *zip(*jobs)))
+
+
+def split_train_valid(n: int, rng: np.random.Generator, caps: SamplingCaps) -> list[str]:
+    """The split of each of ``n`` silver items of one template (in draw order)."""
+    chosen = set(rng.permutation(n)[:caps.n_valid(n)].tolist())
+    return ["valid" if i in chosen else "train" for i in range(n)]
+
+
+def sample_ehrxqa(silver: DatabaseFiles, gold: DatabaseFiles, seed: int, caps: SamplingCaps = SamplingCaps(),
+                  templates: Sequence = CATALOG, workers: int = 1) -> Sample:
+    """Train / valid items from the silver database, test items from the gold one. ``workers`` > 1 samples
+    interleaved template chunks of both databases in that many processes; the result does not change."""
+    index = sorted(t.index for t in templates)
+    if len(set(index)) != len(index):
+        raise ValueError("templates: two templates share an index")
+    unknown = [i for i in index if i not in BY_INDEX]
+    if unknown:
+        raise ValueError(f"templates {unknown[:5]} are not in the catalog (BY_INDEX)")
+    chunks = max(1, workers)
+    jobs = [(files, database, seed, caps, index[k::chunks]) for database, files in (("silver", silver),
+                                                                                     ("gold", gold))
+            for k in range(chunks) if index[k::chunks]]
+    items: dict[tuple[str, int], list[SampledItem]] = {}
+    reports: dict[tuple[str, int], TemplateReport] = {}
+    for job, (got, reps) in zip(jobs, run_parallel(_sample_chunk, jobs, workers)):
+        database = job[1]
+        items.update({(database, i): v for i, v in got.items()})
+        reports.update({(database, r.template_index): r for r in reps})
+    per_split: dict[str, list[SampledItem]] = {s: [] for s in SPLITS}
+    for i in index:
+        silver_items = items[("silver", i)]
+        for split, item in zip(split_train_valid(len(silver_items), generator(seed, f"ehrxqa.split.{i}"), caps),
+                               silver_items):
+            per_split[split].append(replace(item, split=split))
+        per_split["test"] += [replace(item, split="test") for item in items[("gold", i)]]
+    return Sample([x for s in SPLITS for x in per_split[s]],
+                  [reports[(d, i)] for d in DATABASES for i in index])

@@ -1,0 +1,86 @@
+"""A scripted OpenAI-compatible chat server on 127.0.0.1 (port 0) for tests: no network beyond loopback.
+
+``ChatServer(script)``: each POST /v1/chat/completions takes the next step of the script (a callable
+``step(prompt) -> Reply`` or a ``Reply``); when the script is exhausted the server answers 500. Every request
+is recorded (its prompt). Replies may delay (bounded, for timeouts) and set headers (Retry-After).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MAX_DELAY_S = 2.0
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: object = None  # dict -> JSON; bytes -> raw
+    delay_s: float = 0.0
+    headers: dict = field(default_factory=dict)
+
+
+def completion(content: str, prompt_tokens: int = 11, completion_tokens: int = 7) -> Reply:
+    return Reply(200, {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "test-model",
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": content}}],
+                       "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                                 "total_tokens": prompt_tokens + completion_tokens}})
+
+
+def question_of(prompt: str) -> str:
+    """The template text inside a paraphrase prompt."""
+    return prompt.rsplit("Question: ", 1)[1].split("\nParaphrased questions:")[0]
+
+
+class ChatServer:
+    def __init__(self, script=None, default=None):
+        self.script = list(script or [])
+        self.default = default  # used when the script is exhausted (None: 500)
+        self.requests: list[str] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server API
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                prompt = body.get("messages", [{}])[-1].get("content", "")
+                with server._lock:
+                    server.requests.append(prompt)
+                    step = server.script.pop(0) if server.script else server.default
+                reply = step(prompt) if callable(step) else step or Reply(500, {"error": {"message": "no script"}})
+                time.sleep(min(reply.delay_s, MAX_DELAY_S))
+                data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+                try:
+                    self.send_response(reply.status)
+                    for k, v in reply.headers.items():
+                        self.send_header(k, v)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_port}/v1"
+
+    def __enter__(self) -> ChatServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,41 @@
+"""all-MiniLM-L6-v2 in numpy reproduces sentence-transformers; embeddings are cached."""
+
+import numpy as np
+import pytest
+
+from ehrxqa_pipeline.paraphrase.embed import Embedder, _erf
+
+# sentence-transformers documentation (sbert.net, "Computing Embeddings"): model.similarity for these three
+SENTENCES = ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."]
+EXPECTED = {(0, 1): 0.6660, (0, 2): 0.1046, (1, 2): 0.1411}
+
+
+def test_documented_similarities(embedder):
+    v = embedder.embed(SENTENCES)
+    assert v.shape == (3, 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    sims = v @ v.T
+    for (i, j), want in EXPECTED.items():
+        assert sims[i, j] == pytest.approx(want, abs=1e-3)
+
+
+def test_batch_composition_does_not_change_an_embedding(embedder):
+    alone = embedder.encoder.encode([SENTENCES[2]])
+    mixed = embedder.encoder.encode(SENTENCES + ["a much longer sentence that pads the others in its batch " * 3])
+    assert np.allclose(alone[0], mixed[2], atol=1e-5)
+
+
+def test_disk_cache_round_trip(tmp_path, embedder):
+    first = Embedder(tmp_path / "e.duckdb", encoder=embedder.encoder)
+    a = first.embed(SENTENCES)
+    assert first.computed == 3
+    second = Embedder(tmp_path / "e.duckdb", encoder=embedder.encoder)
+    b = second.embed(list(reversed(SENTENCES)))
+    assert second.computed == 0 and np.array_equal(a[::-1], b)
+
+
+def test_erf_matches_math_erf():
+    import math
+
+    x = np.linspace(-5, 5, 2001).astype(np.float32)
+    assert np.abs(_erf(x.copy()) - np.array([math.erf(float(t)) for t in x])).max() < 5e-7
