@@ -12,7 +12,9 @@ from pydantic import Field
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
 from assets.ehr_db import DB_KEYS, database_dir
+from assets.paraphrase import POOLS_KEY
 from ehrxqa_pipeline import names
+from ehrxqa_pipeline.paraphrase import apply_paraphrases
 from ehrxqa_pipeline.questions.ehrxqa import CATALOG, stats
 from ehrxqa_pipeline.questions.ehrxqa.records import (STORED_SCHEMA, build_records, catalog_rows, check_stored,
                                                       stored_frame, write_json, write_release)
@@ -190,19 +192,35 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
         "templates_below_cap": sum(1 for r in per if r["silver_reason"] or r["gold_reason"])})
 
 
-@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="1", deps=[QUESTIONS_KEY], kinds={"json"},
+@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="2", deps=[QUESTIONS_KEY, POOLS_KEY], kinds={"json"},
           description="Grain: one JSON record per EHRXQA item in the published format (db_id, split, id, question, "
                       "template, query, value, q_tag, t_tag, o_tag, v_tag, tag, para_type, is_impossible, answer), "
                       "one file per split: EHRXQA_HOME/release/ehrxqa/{train,valid,test}.json (indent 4). "
-                      "Source: ehrxqa.questions.", **COMMON)
+                      "question = a phrasing of the template's pool side (train / valid+test) with the record's "
+                      "values; templates without a pool keep the filled template. Source: ehrxqa.questions, "
+                      "paraphrase.pools.", **COMMON)
 def release_ehrxqa(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
     frame = _questions(warehouse)
-    records = build_records(frame.select(list(STORED_SCHEMA)))
+    seed = pipeline_config.settings().seed
+    with warehouse.connect() as con:
+        pools = con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl()
+    index_of = {(r["split"], r["id"]): r["template_index"] for r in frame.select("split", "id", "template_index").rows(
+        named=True)}
+    records = {}
+    for split, recs in build_records(frame.select(list(STORED_SCHEMA))).items():
+        keyed = [{**r, "template_index": index_of[(split, r["id"])]} for r in recs]  # pools are keyed by index
+        records[split] = [{k: v for k, v in r.items() if k != "template_index"}
+                          for r in apply_paraphrases(keyed, pools, seed, split=split)]
+    phrased = {}
+    for recs in records.values():
+        for r in recs:
+            phrased[r["para_type"]] = phrased.get(r["para_type"], 0) + 1
     out = pipeline_config.settings().release_dir / "ehrxqa"
     paths = write_release(records, out)
     return dg.MaterializeResult(metadata={
         "dagster/row_count": sum(len(v) for v in records.values()), "path": dg.MetadataValue.path(str(out)),
         "records_per_split": dg.MetadataValue.json({s: len(records[s]) for s in SPLITS}),
+        "questions_per_para_type": dg.MetadataValue.json(dict(sorted(phrased.items()))),
         "files": dg.MetadataValue.json({s: str(p) for s, p in paths.items()})})
 
 

@@ -4,6 +4,7 @@ independently from the label table. Then one JPEG is damaged and only it leaves 
 
 import gc
 import json
+import re
 
 import dagster as dg
 import duckdb
@@ -143,6 +144,7 @@ def test_databases_exported_and_neuralsql_oracle_agrees_with_answer_sheet(built)
 
 
 # -- EHRXQA ---------------------------------------------------------------------------------------------
+LEFTOVER = re.compile(r"\$\{|\{(patient_id|study_id\d?|gender|\w+_name)\}|\[(time_filter_\w+|unit_count|age_group)\]")
 EHRXQA_FIELDS = ("db_id", "split", "id", "question", "template", "query", "value", "q_tag", "t_tag", "o_tag",
                  "v_tag", "tag", "para_type", "is_impossible", "answer")
 
@@ -156,13 +158,18 @@ def test_ehrxqa_release_files_checked_and_counted(built):
     scope_of = {v["question_template"]: v["scope"] for v in catalog.values()}
     records = {s: json.loads((out / f"{s}.json").read_text()) for s in ("train", "valid", "test")}
     per_template: dict[tuple[str, str], int] = {}
+    paraphrased: dict[bool, int] = {}
     for split, recs in records.items():
         assert recs and [r["id"] for r in recs] == list(range(len(recs)))
         for r in recs:
             assert tuple(r) == EHRXQA_FIELDS and r["split"] == split and r["db_id"] == "mimic_iv_cxr"
-            assert r["question"] == r["template"] and len(r["t_tag"]) == 5 and isinstance(r["answer"], list)
+            assert len(r["t_tag"]) == 5 and isinstance(r["answer"], list)
+            assert r["question"] == r["question"].lower() and not LEFTOVER.search(r["question"]), r
+            assert r["para_type"] in ("llm", "rule-based", "reviewer", "original")
+            paraphrased[r["para_type"] != "original"] = paraphrased.get(r["para_type"] != "original", 0) + 1
             key = (r["q_tag"], "test" if split == "test" else "train+valid")
             per_template[key] = per_template.get(key, 0) + 1
+    assert paraphrased[True] and paraphrased[False]  # image templates phrased, table templates as filled
     assert max(n for (_, part), n in per_template.items() if part == "test") <= EHRXQA_CAPS["test_cap"]
     assert max(n for (_, part), n in per_template.items() if part != "test") <= EHRXQA_CAPS["train_valid_cap"]
     # Table C9 in statistics.json == counts of the released files (scope by q_tag, rows by hand)

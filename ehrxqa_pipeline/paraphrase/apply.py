@@ -205,8 +205,10 @@ def apply_paraphrases(records: Sequence[Mapping], pools: pl.DataFrame | Iterable
             out.append(_with_fields(rec, rec["template"], ORIGINAL))
             continue
         text, source = phrasings[int(u * len(phrasings))]
-        question = fill(text, slot_fills(rec))
-        if leftovers(question):
+        fills = slot_fills(rec)
+        question = fill(text, fills)
+        # checked with neutral fills: database values may hold brackets ("egd [esophagogastroduodenoscopy]")
+        if leftovers(fill(text, dict.fromkeys(fills, "x"))):
             raise AlignmentError(f"template {tid}: placeholders left in {question!r}")
         out.append(_with_fields(rec, question, source))
     return out

@@ -137,3 +137,18 @@ def test_record_without_pool_or_with_a_wrong_template(ehrxqa_records):
     bad = dict(rec, template="something else entirely")
     with pytest.raises(AlignmentError, match="does not match"):
         slot_fills(bad)
+
+
+def test_database_values_with_brackets_are_not_leftovers(pools):
+    """Real procedure titles carry brackets ("esophagogastroduodenoscopy [egd] with closed biopsy")."""
+    from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, TimeFilter
+
+    t = BY_INDEX[5010]  # procedure x attribute in an object, same period
+    name = "esophagogastroduodenoscopy [egd] with closed biopsy"
+    values = {"patient_id": 7, "procedure_name": name, "global1": TimeFilter("rel-hosp-last"),
+              "object_1": "right apical zone", "attribute_1": "interstitial lung disease"}
+    rec = {"template": t.question(values), "q_tag": t.text, "template_index": t.index, "split": "test",
+           "value": {"patient_id": 7, "procedure_name": name}, "v_tag": {"object": ["right apical zone"],
+                                                                         "attribute": ["interstitial lung disease"]}}
+    (new,) = apply_paraphrases([rec], pools, seed=0)
+    assert new["para_type"] == "rule-based" and name in new["question"]
