@@ -140,6 +140,13 @@ def test_empty_pool_reasons(table_db_path, tmp_path):
     assert empty_pool_reason(filler, BY_INDEX[122]) is None  # admission 12 is still open
     assert empty_pool_reason(filler, BY_INDEX[165]) == "no patient was prescribed two different drugs at the same time"
     assert filler.fill(BY_INDEX[165], np.random.default_rng(0)) is None
+    # the sampler stops at once and the statistics carry the reason
+    from ehrxqa_pipeline.questions.ehrxqa.sampling import SamplingCaps, sample_templates
+
+    items, reports = sample_templates(con, "silver", 0, SamplingCaps(), [BY_INDEX[126], BY_INDEX[165]])
+    assert [(r.draws, r.stop, r.reason) for r in reports] == [
+        (0, "empty_pool", "no patient has a date of death"),
+        (0, "empty_pool", "no patient was prescribed two different drugs at the same time")]
 
 
 def test_unanswerable_option(table_conn):

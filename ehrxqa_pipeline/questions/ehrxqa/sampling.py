@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, ImageFiller
+from ehrxqa_pipeline.questions.ehrxqa.table_pools import empty_pool_reason as table_empty_pool_reason
 from ehrxqa_pipeline.rng import generator
 
 DATABASES = ("silver", "gold")  # silver: train + valid, gold: test
@@ -161,7 +162,7 @@ def open_database(database: str | Path, answer_sheet: str | Path) -> sqlite3.Con
 def empty_pool_reason(filler: ImageFiller, template) -> str:
     """Why no draw of ``template`` can succeed on this database ('' when draws may succeed)."""
     if template.scope.startswith("TABLE"):
-        return ""
+        return table_empty_pool_reason(filler, template) or ""
     by_patient = getattr(filler, "by_patient", None)
     if by_patient is not None and not by_patient:
         return "no study in TB_CXR"
