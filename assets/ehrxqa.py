@@ -204,13 +204,8 @@ def release_ehrxqa(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.
     seed = pipeline_config.settings().seed
     with warehouse.connect() as con:
         pools = con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl()
-    index_of = {(r["split"], r["id"]): r["template_index"] for r in frame.select("split", "id", "template_index").rows(
-        named=True)}
-    records = {}
-    for split, recs in build_records(frame.select(list(STORED_SCHEMA))).items():
-        keyed = [{**r, "template_index": index_of[(split, r["id"])]} for r in recs]  # pools are keyed by index
-        records[split] = [{k: v for k, v in r.items() if k != "template_index"}
-                          for r in apply_paraphrases(keyed, pools, seed, split=split)]
+    records = {split: apply_paraphrases(recs, pools, seed, split=split)
+               for split, recs in build_records(frame.select(list(STORED_SCHEMA))).items()}
     phrased = {}
     for recs in records.values():
         for r in recs:

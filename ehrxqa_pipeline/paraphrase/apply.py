@@ -190,11 +190,12 @@ def apply_paraphrases(records: Sequence[Mapping], pools: pl.DataFrame | Iterable
     ``question`` just before ``template`` and ``para_type`` after ``tag`` (or ``v_tag``, or at the end).
     A template without phrasings on the record's side keeps the filled template as its question.
     Raises AlignmentError when a record's template does not match its q_tag."""
-    from ehrxqa_pipeline.paraphrase.templates import ehrxqa_templates
+    from ehrxqa_pipeline.questions.ehrxqa import CATALOG
 
     index = _pool_index(pools)
+    # every catalog template, also those without a pool (table templates): they keep the filled template
     by_text = {} if all(r.get("template_index") is not None for r in records) else \
-        {t.text: t.template_id for t in ehrxqa_templates()}
+        {t.text: f"{EHRXQA}/{t.index}" for t in CATALOG}
     rng = generator(seed, f"paraphrase.apply.{EHRXQA}")
     draws = rng.random(len(records))
     out = []

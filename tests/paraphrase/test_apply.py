@@ -152,3 +152,15 @@ def test_database_values_with_brackets_are_not_leftovers(pools):
                                                                          "attribute": ["interstitial lung disease"]}}
     (new,) = apply_paraphrases([rec], pools, seed=0)
     assert new["para_type"] == "rule-based" and name in new["question"]
+
+
+def test_release_record_of_a_template_without_pool_keeps_its_wording(pools):
+    """Release records carry no template_index: a table template is found by its q_tag and, having no pool,
+    keeps the filled template; an unknown q_tag is still an error."""
+    from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX
+
+    rec = {"template": "what is the intake method of heparin?", "q_tag": BY_INDEX[0].text, "split": "test"}
+    (kept,) = apply_paraphrases([rec], pools, seed=0)
+    assert kept["question"] == rec["template"] and kept["para_type"] == "original"
+    with pytest.raises(AlignmentError, match="unknown q_tag"):
+        apply_paraphrases([dict(rec, q_tag="what is {nothing}?")], pools, seed=0)
