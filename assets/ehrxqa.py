@@ -19,6 +19,7 @@ from ehrxqa_pipeline.questions.ehrxqa import CATALOG, stats
 from ehrxqa_pipeline.questions.ehrxqa.records import (STORED_SCHEMA, build_records, catalog_rows, check_stored,
                                                       stored_frame, write_json, write_release)
 from ehrxqa_pipeline.questions.ehrxqa.sampling import DATABASES, SPLITS, DatabaseFiles, SamplingCaps, sample_ehrxqa
+from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
 from resources import PipelineConfig, Warehouse
 
 CATALOG_KEY = dg.AssetKey([names.EHRXQA, "catalog"])
@@ -48,12 +49,15 @@ class EhrxqaSamplingConfig(dg.Config):
                           "after which a template counts as exhausted")
     max_draws_per_item: int = Field(default=_DEFAULT.max_draws_per_item, description="at most cap x this "
                                     "draws per template")
+    unanswerable: int = Field(default=_DEFAULT.unanswerable, description="EHRSQL-style unanswerable items "
+                              "(is_impossible = true, query null, answer []) per database, so users can train "
+                              "abstention; 0 (default) leaves them out as the paper does")
     workers: int = Field(default=0, description="processes for sampling (0: one per CPU core, at most "
                          f"{MAX_AUTO_WORKERS}); the sample does not depend on it")
 
     def caps(self) -> SamplingCaps:
         return SamplingCaps(self.train_valid_cap, self.test_cap, self.train_parts, self.valid_parts, self.patience,
-                            self.max_draws_per_item)
+                            self.max_draws_per_item, self.unanswerable)
 
 
 def sampling_run_config(**fields) -> dict:
@@ -175,20 +179,26 @@ def neuralsql_consistency(pipeline_config: PipelineConfig, warehouse: Warehouse)
                       "cap). Source: ehrxqa.questions, ehrxqa.sampling_report. Files: EHRXQA_HOME/release/ehrxqa/"
                       "statistics.{md,json}.", **COMMON)
 def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
-    frame = _questions(warehouse, "split, id, template_index, scope")
+    everything = _questions(warehouse, "split, id, template_index, scope")
+    impossible = everything["template_index"].is_in(list(UNANSWERABLE_BY_INDEX))
+    frame = everything.filter(~impossible)  # Table C9 counts the answerable items, as the paper's does
+    unanswerable = {s: everything.filter(impossible & (pl.col("split") == s)).height for s in SPLITS}
     with warehouse.connect() as con:
         reports = con.execute(f"SELECT * FROM {SCHEMA}.sampling_report ORDER BY database, template_index").pl()
     c9 = stats.c9_counts(frame)
     per = stats.per_template(frame, reports.to_dicts())
     md = stats.render_markdown(c9, per)
+    if any(unanswerable.values()):
+        md += ("\n\nUnanswerable items (opt-in; not in Table C9): "
+               + ", ".join(f"{s} {n:,}" for s, n in unanswerable.items()) + "\n")
     out = pipeline_config.settings().release_dir / "ehrxqa"
     out.mkdir(parents=True, exist_ok=True)
     (out / "statistics.md").write_text(md)
-    write_json({"c9": c9, "per_template": per}, out / "statistics.json", indent=2)
+    write_json({"c9": c9, "per_template": per, "unanswerable": unanswerable}, out / "statistics.json", indent=2)
     c9_md = md.split("\n\n### Per template")[0]
     return dg.MaterializeResult(metadata={
         "statistics": dg.MetadataValue.md(c9_md), "c9": dg.MetadataValue.json(c9),
-        "per_template": dg.MetadataValue.json(per),
+        "per_template": dg.MetadataValue.json(per), "unanswerable_per_split": dg.MetadataValue.json(unanswerable),
         "templates_below_cap": sum(1 for r in per if r["silver_reason"] or r["gold_reason"])})
 
 

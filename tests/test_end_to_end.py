@@ -182,6 +182,9 @@ def test_ehrxqa_release_files_checked_and_counted(built):
             want[key] = want.get(key, 0) + 1
     assert got == want
     assert "cf. paper Table C9" in (out / "statistics.md").read_text()
+    # The demo plants order sets (drugs started together), so "prescribed ... at the same time" yields.
+    per = {r["template_index"]: r for r in json.loads((out / "statistics.json").read_text())["per_template"]}
+    assert per[165]["silver_kept"] > 0 and per[165]["silver_reason"] == "", per[165]
     meta = _metadata(instance, "ehrxqa", "questions")
     assert meta["dagster/row_count"].value == sum(len(v) for v in records.values())
     assert meta["questions_per_split"].value == {s: len(v) for s, v in records.items()}

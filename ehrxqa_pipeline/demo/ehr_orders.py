@@ -1,7 +1,9 @@
 """prescriptions (one row per drug order), diagnoses_icd (one row per billed diagnosis of an admission) and
 procedures_icd (one row per billed procedure).
 
-Orders are proportional to length of stay x event_density and lie inside their admission. Billing uses
+Orders are proportional to length of stay x event_density and lie inside their admission; about one in five
+is placed together with the admission's previous order (same starttime, as order sets are in MIMIC-IV), so
+drugs prescribed "at the same time" exist. Billing uses
 the admission's ICD version (ICD-9 before October 2015 in real time, ICD-10 after), so both versions, and
 the codes that exist in both, appear in the billing tables.
 """
@@ -21,6 +23,15 @@ RX_MEDIAN_DURATION = int(1.5 * DAY)
 N_DIAGNOSES = (3, 12, 0.45)  # 3 + Binomial(12, 0.45): 3..15 per admission
 N_PROCEDURES = [35, 20, 18, 12, 9, 6]  # P(0..5) per admission
 SPARE_DRAWS = 4
+RX_SAME_TIME_SHARE = 0.2  # orders that start with the admission's previous order (an order set)
+
+
+def _order_sets(rng: np.random.Generator, parent: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Start times where a share of orders (``RX_SAME_TIME_SHARE``) takes the time of the previous order of the
+    same admission (rows are grouped by admission in time order); a chain of such orders shares one time."""
+    together = np.r_[False, parent[1:] == parent[:-1]] & (rng.random(len(parent)) < RX_SAME_TIME_SHARE)
+    first = np.maximum.accumulate(np.where(together, 0, np.arange(len(parent))))
+    return t[first]
 
 
 def make_prescriptions(seed: int, density: float, adm: pl.DataFrame) -> pl.DataFrame:
@@ -30,6 +41,7 @@ def make_prescriptions(seed: int, density: float, adm: pl.DataFrame) -> pl.DataF
     n_rx = 1 + rng.poisson((V.RX_BASE + (end - start) / DAY * V.RX_PER_DAY) * density)
     r_adm, t0 = stratified(rng, start, end, n_rx)
     n = len(r_adm)
+    t0 = _order_sets(generator(seed, "ehr.prescriptions.order_sets"), r_adm, t0)
     drug = weighted(rng, [d[2] for d in V.DRUGS], n)
     col = list(zip(*V.DRUGS))
     n_dose = np.array([len(d) for d in col[3]])

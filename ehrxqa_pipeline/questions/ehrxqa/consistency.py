@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ehrxqa_pipeline.questions.ehrxqa.filler import run_sql
 from ehrxqa_pipeline.questions.ehrxqa.item import FilledItem
+from ehrxqa_pipeline.questions.ehrxqa.unanswerable import NULL_QUERY
 from ehrxqa_pipeline.questions.neuralsql import NeuralSqlError, NeuralSqlExecutor, OracleModule, same_answer
 
 
@@ -26,7 +27,12 @@ class Mismatch:
 
 
 def check_item(item: FilledItem, conn: sqlite3.Connection, executor: NeuralSqlExecutor) -> Mismatch | None:
-    """None when gold SQL, NeuralSQL (oracle) and the stored answer agree; else what differs."""
+    """None when gold SQL, NeuralSQL (oracle) and the stored answer agree; else what differs. An unanswerable
+    item has no SQL to run: it agrees when both queries are the ``null`` marker and its answer is empty."""
+    if getattr(item.template, "impossible", False):
+        marked = item.gold_sql == item.neural_sql == NULL_QUERY and item.answer == []
+        return None if marked else Mismatch(item.template.index, item.question, item.gold_sql, item.neural_sql,
+                                            item.answer)
     try:
         gold = run_sql(conn, item.gold_sql)
     except sqlite3.Error as e:

@@ -26,6 +26,7 @@ import polars as pl
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, Mismatch, check_items
 from ehrxqa_pipeline.questions.ehrxqa.sampling import SPLITS, DatabaseFiles, Sample, run_parallel
 from ehrxqa_pipeline.questions.ehrxqa.stats import modality, scope_axes
+from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
 from ehrxqa_pipeline.questions.vqa_templates import get_template
 
 DB_ID = "mimic_iv_cxr"
@@ -137,10 +138,11 @@ def stored_items(rows: list[dict]) -> list[FilledItem]:
     """FilledItems rebuilt from stored rows (what ``check_items`` needs; ``values`` are not restored)."""
     out = []
     for row in rows:
-        if row["template_index"] not in BY_INDEX:
+        template = BY_INDEX.get(row["template_index"]) or UNANSWERABLE_BY_INDEX.get(row["template_index"])
+        if template is None:
             raise ValueError(f"ehrxqa.questions: template {row['template_index']} is not in the catalog; "
                              "re-materialize ehrxqa/questions")
-        out.append(FilledItem(template=BY_INDEX[row["template_index"]], values={}, question=row["question"],
+        out.append(FilledItem(template=template, values={}, question=row["question"],
                               gold_sql=row["gold_sql"], neural_sql=row["neural_sql"], answer=json.loads(row["answer"])))
     return out
 

@@ -11,6 +11,10 @@ whose question text was already kept is a duplicate. Drawing stops at the first 
 - ``attempt_limit``: ``cap * max_draws_per_item`` draws;
 - ``empty_pool``: a precondition no draw can meet (no study, no patient with >= 2 studies for 2-image
   templates, no labelled (object, attribute) pair); no draw is made.
+With ``caps.unanswerable`` = n > 0, each database also gives up to n EHRSQL-style unanswerable items
+(``unanswerable.py``: ``is_impossible`` true, query ``null``, answer ``[]``; template indices 9000+, after every
+catalog template in each split); the silver ones are split 7:1 like a template's, with
+``generator(seed, "ehrxqa.split.unanswerable")``.
 The train / valid split shuffles a template's kept silver items with ``generator(seed, "ehrxqa.split.<index>")``
 and puts ``floor(n * valid / (train + valid) + 1/2)`` of them in valid; both keep draw order. Same databases,
 seed and caps give the same items in the same order, whatever the number of worker processes.
@@ -37,6 +41,7 @@ import numpy as np
 
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, ImageFiller
 from ehrxqa_pipeline.questions.ehrxqa.table_pools import empty_pool_reason as table_empty_pool_reason
+from ehrxqa_pipeline.questions.ehrxqa.unanswerable import unanswerable_items
 from ehrxqa_pipeline.rng import generator
 
 DATABASES = ("silver", "gold")  # silver: train + valid, gold: test
@@ -53,9 +58,11 @@ class SamplingCaps:
     valid_parts: int = 1
     patience: int = 100  # consecutive draws without a new question before a template counts as exhausted
     max_draws_per_item: int = 25  # at most cap * this draws per template
+    unanswerable: int = 0  # EHRSQL-style unanswerable items per database (off by default; see unanswerable.py)
 
     def __post_init__(self):
-        for name in ("train_valid", "test", "train_parts", "valid_parts", "patience", "max_draws_per_item"):
+        for name in ("train_valid", "test", "train_parts", "valid_parts", "patience", "max_draws_per_item",
+                     "unanswerable"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < (1 if name in ("patience", "max_draws_per_item") else 0):
                 raise ValueError(f"SamplingCaps.{name} must be a non-negative integer (patience and "
@@ -252,6 +259,28 @@ def split_train_valid(n: int, rng: np.random.Generator, caps: SamplingCaps) -> l
     return ["valid" if i in chosen else "train" for i in range(n)]
 
 
+def _distribute(per_split: dict[str, list[SampledItem]], silver: list[SampledItem], gold: list[SampledItem],
+                rng: np.random.Generator, caps: SamplingCaps) -> None:
+    """Silver items to train / valid (7:1, draw order kept), gold items to test."""
+    for split, item in zip(split_train_valid(len(silver), rng, caps), silver):
+        per_split[split].append(replace(item, split=split))
+    per_split["test"] += [replace(item, split="test") for item in gold]
+
+
+def _unanswerable(files: DatabaseFiles, database: str, seed: int, n: int) -> list[SampledItem]:
+    """Up to ``n`` unanswerable items drawn with this database's values, by template index then draw order."""
+    conn = files.open()
+    try:
+        drawn = unanswerable_items(conn, seed, n)
+    finally:
+        conn.close()
+    out, draws = [], {}
+    for item in sorted(drawn, key=lambda x: x.template.index):  # stable: draw order within a template
+        draws[item.template.index] = draws.get(item.template.index, -1) + 1
+        out.append(SampledItem.of(item, "", database, draws[item.template.index]))
+    return out
+
+
 def sample_ehrxqa(silver: DatabaseFiles, gold: DatabaseFiles, seed: int, caps: SamplingCaps = SamplingCaps(),
                   templates: Sequence = CATALOG, workers: int = 1) -> Sample:
     """Train / valid items from the silver database, test items from the gold one. ``workers`` > 1 samples
@@ -274,10 +303,10 @@ def sample_ehrxqa(silver: DatabaseFiles, gold: DatabaseFiles, seed: int, caps: S
         reports.update({(database, r.template_index): r for r in reps})
     per_split: dict[str, list[SampledItem]] = {s: [] for s in SPLITS}
     for i in index:
-        silver_items = items[("silver", i)]
-        for split, item in zip(split_train_valid(len(silver_items), generator(seed, f"ehrxqa.split.{i}"), caps),
-                               silver_items):
-            per_split[split].append(replace(item, split=split))
-        per_split["test"] += [replace(item, split="test") for item in items[("gold", i)]]
+        _distribute(per_split, items[("silver", i)], items[("gold", i)], generator(seed, f"ehrxqa.split.{i}"), caps)
+    if caps.unanswerable:
+        impossible = {d: _unanswerable(f, d, seed, caps.unanswerable) for d, f in (("silver", silver), ("gold", gold))}
+        _distribute(per_split, impossible["silver"], impossible["gold"],
+                    generator(seed, "ehrxqa.split.unanswerable"), caps)
     return Sample([x for s in SPLITS for x in per_split[s]],
                   [reports[(d, i)] for d in DATABASES for i in index])

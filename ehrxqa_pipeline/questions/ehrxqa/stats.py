@@ -93,11 +93,13 @@ def per_template(frame: pl.DataFrame, reports: Sequence[Mapping], templates: Seq
 
 
 def frame_from_records(records: Mapping[str, Sequence[dict]], templates: Sequence = CATALOG) -> pl.DataFrame:
-    """(split, template_index, scope) per released record; the template is found by its q_tag."""
+    """(split, template_index, scope) per released answerable record; the template is found by its q_tag."""
     by_text = {t.text: t for t in templates}
     rows = []
     for split, recs in records.items():
         for r in recs:
+            if r.get("is_impossible"):
+                continue  # unanswerable items (opt-in) are counted apart, not in Table C9
             if r["q_tag"] not in by_text:
                 raise ValueError(f"{split} record {r.get('id')}: q_tag {r['q_tag']!r} is not a catalog template")
             t = by_text[r["q_tag"]]
