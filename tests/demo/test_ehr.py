@@ -352,6 +352,13 @@ def test_event_content(ehr):
     grown = micro.filter(pl.col("ab_name").is_not_null())
     assert grown["org_name"].null_count() == 0 and set(grown["interpretation"].drop_nulls()) <= {"S", "R", "I"}
     assert set(micro["spec_type_desc"]) >= {"BLOOD CULTURE", "URINE", "SPUTUM", "MRSA SCREEN"}
+    # order sets: ~1 in 5 prescriptions starts with the admission's previous one (template 165 needs two
+    # different drugs started together); never across admissions
+    rx = tables["prescriptions"]
+    together = rx.group_by("hadm_id", "starttime").agg(n=pl.len(), drugs=pl.col("drug").n_unique())
+    assert 0.1 < (rx.height - together.height) / rx.height < 0.3
+    assert together.filter(pl.col("drugs") > 1).height > 20
+    assert rx.group_by("subject_id", "starttime").agg(pl.col("hadm_id").n_unique())["hadm_id"].max() == 1
     inputs = tables["inputevents"]
     assert 0 < planted["inputevents_non_ml_rows"] < inputs.height / 2
     assert set(tables["outputevents"]["valueuom"]) == {"ml"}
