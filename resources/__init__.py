@@ -1,14 +1,15 @@
-"""Dagster resources: configuration, the DuckDB warehouse and the LLM endpoint (VQA device and image store
-follow)."""
+"""Dagster resources: configuration, the DuckDB warehouse, the LLM endpoint and the VQA device."""
 
 from resources.config import PipelineConfig
+from resources.device import VqaDevice
 from resources.llm import LLMResource
 from resources.warehouse import Warehouse
 
-__all__ = ["LLMResource", "PipelineConfig", "Warehouse", "default_resources"]
+__all__ = ["LLMResource", "PipelineConfig", "VqaDevice", "Warehouse", "default_resources"]
 
 
 def default_resources() -> dict:
     """Resources of the code location: every value resolved from the environment when a step runs."""
     config = PipelineConfig()
-    return {"pipeline_config": config, "warehouse": Warehouse(config=config), "llm": LLMResource()}
+    return {"pipeline_config": config, "warehouse": Warehouse(config=config), "llm": LLMResource(),
+            "vqa_device": VqaDevice()}

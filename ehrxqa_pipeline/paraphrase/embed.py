@@ -253,6 +253,11 @@ class Embedder:
         dim = 384 if not keys else len(self._memory[keys[0]])
         return np.stack([self._memory[k] for k in keys]) if keys else np.zeros((0, dim), np.float32)
 
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """Embed ``texts`` now, in one cache lookup and one batched encode, so later calls hit memory."""
+        if texts:
+            self.embed(texts)
+
     def similarity(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         """Cosine similarity of a[i] and b[i] (embeddings are unit length)."""
         return (self.embed(a) * self.embed(b)).sum(1)

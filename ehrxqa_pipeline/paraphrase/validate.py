@@ -99,6 +99,10 @@ def validate(templates: Sequence[ParaTemplate], candidates: pl.DataFrame, embedd
     """One row per candidate (columns: VALIDATED_SCHEMA); ``candidates`` has template_id, rank, text, source."""
     rows = []
     by_template = {k[0]: g.sort("rank") for k, g in candidates.group_by("template_id")} if candidates.height else {}
+    prefetch = getattr(embedder, "prefetch", None)
+    if prefetch is not None:  # one cache read and one batched encode instead of one per template
+        prefetch([surrogate_fill(t.text) for t in templates if t.template_id in by_template]
+                 + [surrogate_fill(x) for x in candidates["text"].to_list()] if candidates.height else [])
     for t in templates:
         part = by_template.get(t.template_id)
         if part is None:

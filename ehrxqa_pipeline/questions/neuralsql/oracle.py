@@ -12,6 +12,9 @@ An image absent from the sheet, or a CTR/MTR question about an image without tha
 (abstain), as the answer-sheet SQL finds no row there. A question that is no template, or that reads as two
 different (template, arguments), raises OracleQuestionError: the oracle is a construction tool and such a
 question is a bug in the query that asked it.
+
+``LabelModule`` is the same answering over any ``VqaLabels`` (``OracleModule`` is it over the answer sheet;
+``vqa.modules.ReferenceModule`` over a model's thresholded predictions).
 """
 
 from __future__ import annotations
@@ -130,33 +133,16 @@ def load_answer_sheet(conn: sqlite3.Connection, table: str = "tb_cxr_plus", pati
     return prepare_labels(pairs, positives, images)
 
 
-class OracleModule:
-    """VQA module answering from the answer sheet (see the module docstring)."""
+class LabelModule:
+    """VQA module answering from any ``VqaLabels`` (answer sheet, reference-model predictions, ...): each
+    question is inverted to (template, arguments) and answered with the template's program, grouped by template
+    so one ``answers`` call serves every pair of a batch that shares a template. See the module docstring for
+    the answer forms and when it abstains."""
 
-    name = "oracle"
-
-    def __init__(self, answer_sheet: str | Path | sqlite3.Connection, *, table: str = "tb_cxr_plus",
-                 database: str | Path | None = None):
-        """``database``: the user-facing mimic_iv_cxr.db, attached read-only for PATIENTS.gender when the
-        answer sheet is a separate file (as the pipeline exports it)."""
-        if isinstance(answer_sheet, sqlite3.Connection):
-            self.labels = load_answer_sheet(answer_sheet, table)
-        else:
-            if not Path(answer_sheet).is_file():
-                raise FileNotFoundError(f"answer sheet database not found: {answer_sheet}")
-            conn = sqlite3.connect(f"{Path(answer_sheet).resolve().as_uri()}?mode=ro", uri=True)
-            try:
-                patients = "patients"
-                if database is not None:
-                    if not Path(database).is_file():
-                        raise FileNotFoundError(f"database not found: {database}")
-                    conn.execute("ATTACH DATABASE ? AS db", [f"{Path(database).resolve().as_uri()}?mode=ro"])
-                    patients = "db.patients"
-                self.labels = load_answer_sheet(conn, table, patients)
-            finally:
-                conn.close()
-        self.inverter = QuestionInverter(self.labels.pairs["object"], self.labels.pairs["attribute"])
-        img = self.labels.images
+    def __init__(self, labels: VqaLabels, name: str = "labels"):
+        self.name, self.labels = name, labels
+        self.inverter = QuestionInverter(labels.pairs["object"], labels.pairs["attribute"])
+        img = labels.images
         self._ratios = {c: dict(zip(img["image_id"], img[c])) for c in ("ctr", "mtr")}
 
     def invert(self, question: str) -> tuple[VqaTemplate, dict[str, str]]:
@@ -169,7 +155,7 @@ class OracleModule:
             t, args = self.invert(question)
             image_id = None if image is None else str(image.image_id)
             if image_id not in self._ratios["ctr"]:
-                continue  # image not in the answer sheet: abstain
+                continue  # image not in the labels: abstain
             ratio = _RATIO.get(t.key)
             if ratio and self._ratios[ratio][image_id] is None:
                 continue  # no CTR / MTR for this image: abstain
@@ -182,3 +168,31 @@ class OracleModule:
             for (i, _, _), ans in zip(items, answers(t, frame, self.labels).to_list()):
                 out[i] = ans == ["yes"] if t.semantic_type == "verify" else list(ans)
         return out
+
+
+class OracleModule(LabelModule):
+    """VQA module answering from the answer sheet (see the module docstring)."""
+
+    name = "oracle"
+
+    def __init__(self, answer_sheet: str | Path | sqlite3.Connection, *, table: str = "tb_cxr_plus",
+                 database: str | Path | None = None):
+        """``database``: the user-facing mimic_iv_cxr.db, attached read-only for PATIENTS.gender when the
+        answer sheet is a separate file (as the pipeline exports it)."""
+        if isinstance(answer_sheet, sqlite3.Connection):
+            labels = load_answer_sheet(answer_sheet, table)
+        else:
+            if not Path(answer_sheet).is_file():
+                raise FileNotFoundError(f"answer sheet database not found: {answer_sheet}")
+            conn = sqlite3.connect(f"{Path(answer_sheet).resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                patients = "patients"
+                if database is not None:
+                    if not Path(database).is_file():
+                        raise FileNotFoundError(f"database not found: {database}")
+                    conn.execute("ATTACH DATABASE ? AS db", [f"{Path(database).resolve().as_uri()}?mode=ro"])
+                    patients = "db.patients"
+                labels = load_answer_sheet(conn, table, patients)
+            finally:
+                conn.close()
+        super().__init__(labels, "oracle")

@@ -1,0 +1,185 @@
+"""Score every VQA module side by side: the leaderboard behind ``vqa_scoring/scores`` (paper Tables 4, E12, E16).
+
+Modules: ``reference`` (the trained model's predictions as labels, with the decision rule chosen on the
+valid split: see ``prior_corrected``; only when predictions exist), ``oracle`` (the answer labels themselves:
+the gold labels of the test images for MIMIC-CXR-VQA, the gold database's answer sheet for EHRXQA),
+``yes`` (constant), ``prior_most`` and ``prior_question`` (paper Table 4's priors, fitted on train + valid),
+and ``vision`` (an OpenAI-compatible endpoint, when one is configured).
+
+- MIMIC-CXR-VQA test: accuracy and micro F1 overall, per content type and semantic type
+  (``scoring.score_mimic_cxr_vqa``); relative AUROC of each binary module against the reference model on
+  the verify items (``scoring.verify_auroc``, pairs with >= ``min_positives`` positives).
+- EHRXQA test: execution accuracy of the gold NeuralSQL with each module as FUNC_VQA, per modality x
+  patient scope (``scoring.score_ehrxqa``). Table items call no VQA module, so they run once and their
+  outcome is shared by every module (same result, a fifth of the time).
+- Paraphrase robustness (VQA-RAD): for the text-reading modules only (``prior_question_text``, ``vision``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from ehrxqa_pipeline.questions.ehrxqa.stats import modality
+from ehrxqa_pipeline.questions.neuralsql import OracleModule
+from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
+from ehrxqa_pipeline.questions.neuralsql.vqa_modules import YesModule
+from ehrxqa_pipeline.questions.vqa_programs import prepare_labels
+from ehrxqa_pipeline.vqa.baselines import PriorMost, PriorQuestion, PriorQuestionText
+from ehrxqa_pipeline.vqa.leaderboard import module_scores
+from ehrxqa_pipeline.vqa.modules import OpenAIVisionModule, ReferenceModule, answer_mimic_cxr_vqa
+from ehrxqa_pipeline.vqa.predictions import Predictions
+from ehrxqa_pipeline.vqa.robustness import paraphrase_robustness, phrasings
+from ehrxqa_pipeline.vqa.scoring import score_ehrxqa, score_mimic_cxr_vqa, verify_auroc
+
+
+@dataclass(frozen=True)
+class EvaluationInputs:
+    """What the scores are computed from (frames as the warehouse holds them)."""
+
+    questions: pl.DataFrame  # mimic_cxr_vqa.questions: split, template_key, image_id, arguments, answer
+    images: pl.DataFrame  # splits.images
+    pairs: pl.DataFrame  # cxr_labels.pairs: object, attribute, category
+    gold_positives: pl.DataFrame  # cxr_labels.gold: image_id, object, attribute
+    ehrxqa_items: pl.DataFrame  # ehrxqa.questions rows of the test split
+    gold_database: Path  # the exported gold mimic_iv_cxr.db
+    answer_sheet: Path  # its tb_cxr_plus.db
+    images_root: Path | None  # MIMIC-CXR-JPG files/ (None: no pixels)
+    predictions: Predictions | None = None  # None: no reference model (a source without JPEGs)
+    prevalence: pl.DataFrame | None = None  # object, attribute, prevalence among silver-train images
+    pools: pl.DataFrame | None = None  # paraphrase.pools (robustness phrasings)
+    vision: Mapping | None = None  # OpenAIVisionModule kwargs
+
+
+@dataclass
+class Evaluation:
+    scores: dict[str, dict] = field(default_factory=dict)  # module -> flat metrics (leaderboard.module_scores)
+    details: dict[str, dict] = field(default_factory=dict)  # module -> the scorers' full outputs
+    decision: dict = field(default_factory=dict)  # the reference model's decision rule and why
+
+
+def merge_ehrxqa(a: dict, b: dict) -> dict:
+    """Two ``score_ehrxqa`` results over disjoint items as one (counts added, accuracies recomputed)."""
+    def add(x: Mapping | None, y: Mapping | None) -> dict:
+        x, y = x or {}, y or {}
+        n = x.get("n", 0) + y.get("n", 0)
+        correct = x.get("correct", 0) + y.get("correct", 0)
+        return {"n": n, "correct": correct, "accuracy": correct / n if n else None,
+                "abstentions": x.get("abstentions", 0) + y.get("abstentions", 0),
+                "errors": x.get("errors", 0) + y.get("errors", 0)}
+
+    out = add(a, b)
+    for key in ("by_modality", "by_modality_scope"):
+        names = list(dict.fromkeys([*a.get(key, {}), *b.get(key, {})]))
+        out[key] = {k: add(a.get(key, {}).get(k), b.get(key, {}).get(k)) for k in names}
+    for key in ("skipped_impossible", "vqa_asked", "vqa_abstentions"):
+        out[key] = a.get(key, 0) + b.get(key, 0)
+    out["error_examples"] = (a.get("error_examples", []) + b.get("error_examples", []))[:5]
+    return out
+
+
+def _ehrxqa_images(oracle: OracleModule) -> pl.DataFrame:
+    return oracle.labels.images.drop("_img")
+
+
+def _with_sheet_ratios(predictions: Predictions, sheet_images: pl.DataFrame) -> Predictions:
+    """CTR / MTR from the answer sheet (the given boxes) where the prediction has none."""
+    sheet = sheet_images.select("image_id", pl.col("ctr").alias("_ctr"), pl.col("mtr").alias("_mtr"))
+    imgs = (predictions.images.join(sheet, on="image_id", how="left")
+            .with_columns(ctr=pl.coalesce("ctr", "_ctr"), mtr=pl.coalesce("mtr", "_mtr")).drop("_ctr", "_mtr"))
+    return Predictions(predictions.relations, imgs)
+
+
+PRIOR_SCALES = (0.0, 0.5, 1.0, 2.0, 4.0)  # candidate decision rules, chosen on the valid split
+
+
+def prior_corrected(predictions: Predictions, prevalence: pl.DataFrame | None, scale: float = 1.0) -> Predictions:
+    """Probabilities with ``scale`` x each pair's training prevalence divided out of the odds:
+    ``odds' = odds(p) / odds(scale * prevalence)``, so ``p' >= 0.5`` exactly when ``p >= scale * prevalence``.
+
+    The model's probabilities are calibrated to how rare a finding is (about 1 % of pairs are positive), so
+    at 0.5 it rarely affirms one, while MIMIC-CXR-VQA's answers are balanced per template. Within a pair the
+    order is unchanged, so AUROC is the same. ``scale`` 0 (or no prevalence) leaves the probabilities as
+    they are; pairs without a prevalence keep theirs."""
+    if not scale or prevalence is None or not prevalence.height:
+        return predictions
+    p = pl.col("prob").cast(pl.Float64).clip(1e-6, 1 - 1e-6)
+    t = (pl.col("_prev").cast(pl.Float64) * scale).clip(1e-6, 1 - 1e-6)
+    odds = (p / (1 - p)) / (t / (1 - t))
+    rel = (predictions.relations.join(prevalence.select("object", "attribute", pl.col("prevalence").alias("_prev")),
+                                      on=["object", "attribute"], how="left", maintain_order="left")
+           .with_columns(prob=pl.when(pl.col("_prev").is_null()).then(pl.col("prob"))
+                         .otherwise(odds / (1 + odds)).cast(pl.Float32)).drop("_prev"))
+    return Predictions(rel, predictions.images)
+
+
+def choose_prior_scale(valid: pl.DataFrame, x: EvaluationInputs, threshold: float) -> tuple[float, dict[float, float]]:
+    """The ``PRIOR_SCALES`` entry whose reference answers are most accurate on the valid questions about
+    predicted images (ties: the smaller scale), and each scale's valid accuracy. The test split is not used."""
+    predicted = x.predictions.images["image_id"]
+    asked = valid.filter(pl.col("image_id").is_in(predicted.implode()))
+    if not asked.height or x.prevalence is None:
+        return 0.0, {}
+    acc = {}
+    for scale in PRIOR_SCALES:
+        module = ReferenceModule(prior_corrected(x.predictions, x.prevalence, scale), x.pairs, x.images, threshold)
+        acc[scale] = score_mimic_cxr_vqa(asked, answer_mimic_cxr_vqa(module, asked))["accuracy"] or 0.0
+    return max(PRIOR_SCALES, key=lambda k: (acc[k], -k)), acc
+
+
+def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_positives: int = 10,
+             robustness_k: int = 3, log: Callable[[str], None] = lambda _: None) -> Evaluation:
+    """Every module's scores (see the module docstring)."""
+    test = x.questions.filter(pl.col("split") == "test")
+    fit = x.questions.filter(pl.col("split").is_in(["train", "valid"]))
+    oracle = OracleModule(x.answer_sheet, database=x.gold_database)  # EHRXQA: the gold database's answer sheet
+    gold = LabelModule(prepare_labels(x.pairs, x.gold_positives, x.images.filter(pl.col("split") == "test")), "oracle")
+    priors = {"yes": YesModule(), "prior_most": PriorMost.fit(fit), "prior_question": PriorQuestion.fit(fit, x.pairs)}
+    mimic_modules: dict[str, object] = {"oracle": gold, **priors}  # MIMIC-CXR-VQA: its own gold labels
+    ehrxqa_modules: dict[str, object] = {"oracle": oracle, **priors}
+    out = Evaluation()
+    if x.predictions is not None:
+        scale, valid_acc = choose_prior_scale(x.questions.filter(pl.col("split") == "valid"), x, threshold)
+        log(f"reference decision: prevalence scale {scale} (valid accuracy per scale {valid_acc})")
+        out.decision = {"prior_scale": scale, "valid_accuracy": {str(k): v for k, v in valid_acc.items()}}
+        decided = prior_corrected(x.predictions, x.prevalence, scale)
+        mimic_modules = {"reference": ReferenceModule(decided, x.pairs, x.images, threshold), **mimic_modules}
+        sheet = _ehrxqa_images(oracle)
+        ehrxqa_modules = {"reference": ReferenceModule(_with_sheet_ratios(decided, sheet), oracle.labels.pairs,
+                                                       sheet, threshold), **ehrxqa_modules}
+    vision = OpenAIVisionModule(**x.vision) if x.vision else None
+    if vision is not None:
+        mimic_modules["vision"] = ehrxqa_modules["vision"] = vision
+
+    answers = {}
+    for name, module in mimic_modules.items():
+        log(f"MIMIC-CXR-VQA test: {name} answers {test.height:,} questions")
+        answers[name] = answer_mimic_cxr_vqa(module, test, images=x.images, images_root=x.images_root)
+        out.details[name] = {"mimic_cxr_vqa": score_mimic_cxr_vqa(test, answers[name])}
+    if x.predictions is not None:
+        for name in mimic_modules:
+            auroc = verify_auroc(test, x.predictions, x.gold_positives, min_positives, answers[name])
+            out.details[name]["auroc"] = auroc
+
+    is_table = x.ehrxqa_items["scope"].map_elements(modality, return_dtype=pl.String) == "table"
+    log(f"EHRXQA test: {int(is_table.sum()):,} table items once, {int((~is_table).sum()):,} image items per module")
+    table_part = score_ehrxqa(x.gold_database, x.images_root, x.ehrxqa_items.filter(is_table), None)
+    image_items = x.ehrxqa_items.filter(~is_table)
+    for name, module in ehrxqa_modules.items():
+        log(f"EHRXQA test: {name} runs {image_items.height:,} NeuralSQL queries")
+        result = merge_ehrxqa(table_part, score_ehrxqa(x.gold_database, x.images_root, image_items, module))
+        out.details.setdefault(name, {})["ehrxqa"] = result
+
+    text_modules = {"prior_question_text": PriorQuestionText.fit(fit), **({"vision": vision} if vision else {})}
+    phrased = phrasings(test, x.pools, k=robustness_k, seed=seed)
+    robust = paraphrase_robustness(text_modules, phrased, images=x.images, images_root=x.images_root)
+    for name, result in robust.items():
+        out.details.setdefault(name, {})["robustness"] = result
+
+    for name, d in out.details.items():
+        out.scores[name] = module_scores(mimic=d.get("mimic_cxr_vqa"), auroc=d.get("auroc"), ehrxqa=d.get("ehrxqa"),
+                                         robustness=d.get("robustness"))
+    return out

@@ -1,0 +1,116 @@
+"""Batch inference of the reference VQA model into ``Predictions``.
+
+Grain: ``Predictions.relations`` = one row per (image, object with a usable box, pool attribute of that
+object) with ``prob`` = sigmoid of the model's logit; ``Predictions.images`` = one row per image with
+``p_pa`` (view position PA vs AP) and ``p_male`` from the thumbnail heads, and ``ctr`` / ``mtr`` taken
+from ``splits.images``: CTR/MTR from the given boxes (the cardiothoracic / mediastinal-to-thoracic ratios
+computed by the splits stage from the Chest ImaGenome boxes, not predicted by the model).
+Sources: ``splits.images``, ``ingest.silver_bbox`` and the JPEGs under ``files_root``, the trained model.
+
+Images are processed in chunks of ``chunk_images``; while the model scores one chunk, a background thread
+decodes the next (decoding itself runs in ``decode_workers`` threads), so on a GPU decoding overlaps compute.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from ehrxqa_pipeline.vqa.dataset import build_arrays, select_images
+from ehrxqa_pipeline.vqa.predictions import IMAGES_SCHEMA, RELATIONS_SCHEMA, Predictions
+
+
+def _relations(arrays, vocab, prob: np.ndarray) -> pl.DataFrame:
+    rows, att = np.nonzero(vocab.pool[arrays.obj])
+    idx = arrays.crops.index
+    return pl.DataFrame({
+        "image_id": idx["image_id"].gather(rows),
+        "object": pl.Series(vocab.objects, dtype=pl.String).gather(arrays.obj[rows]),
+        "attribute": pl.Series(vocab.attributes, dtype=pl.String).gather(att),
+        "prob": prob[rows, att].astype(np.float32),
+    }, schema=RELATIONS_SCHEMA)
+
+
+def predict(model_result, con, files_root: Path, split: str | None = "test", image_ids: list[str] | None = None,
+            batch_size: int = 256, device: str = "auto", decode_workers: int = 2, timings: dict | None = None,
+            chunk_images: int = 2048, on_missing: str = "raise", threads: int | None = 1) -> Predictions:
+    """Predictions for the images of ``split`` (or exactly ``image_ids`` when given).
+
+    ``batch_size``: images per forward pass (their ~36 crops each, plus thumbnails). ``timings`` (a dict)
+    is filled with wall / decode / model seconds, images and images/s. ``on_missing``: see vqa.images.
+    The model is moved to ``device`` (in place) and put in eval mode. ``threads``: torch CPU threads for the
+    forward passes (see ``TrainConfig.threads``).
+    """
+    from ehrxqa_pipeline.vqa.device import torch_threads
+
+    with torch_threads(threads):
+        return _predict(model_result, con, files_root, split, image_ids, batch_size, device, decode_workers,
+                        timings, chunk_images, on_missing)
+
+
+def _predict(model_result, con, files_root, split, image_ids, batch_size, device, decode_workers, timings,
+             chunk_images, on_missing) -> Predictions:
+    import torch
+
+    from ehrxqa_pipeline.vqa.device import resolve_device
+    from ehrxqa_pipeline.vqa.model import image_stats, predict_arrays
+
+    t_start = time.perf_counter()
+    dev = resolve_device(device)
+    amp = bool(getattr(model_result.config, "amp", False)) and dev.startswith("cuda")
+    vocab, model = model_result.vocab, model_result.model.to(dev).eval()
+    cfg = model_result.config
+    if image_ids is None and not split:
+        raise ValueError("predict: give a split or image_ids")
+    images = select_images(con, split, image_ids=image_ids)
+    if image_ids is not None and images.height != len(set(image_ids)):
+        raise ValueError(f"predict: {len(set(image_ids)) - images.height} of {len(set(image_ids))} image_ids are "
+                         f"not in splits.images")
+    chunks = [images.slice(s, chunk_images) for s in range(0, images.height, max(1, chunk_images))]
+
+    def decode(chunk: pl.DataFrame):
+        with con.cursor() as cur:  # own cursor: runs in the prefetch thread
+            return build_arrays(cur, chunk, files_root, vocab, None, cfg.crop_size, cfg.thumb_size,
+                                decode_workers, on_missing)
+
+    rel_parts, img_parts, missing = [], [], []
+    decode_s = model_s = 0.0
+    n_obj = max(1, len(vocab.objects))
+    with ThreadPoolExecutor(1) as prefetch:
+        pending = prefetch.submit(decode, chunks[0]) if chunks else None
+        for k in range(len(chunks)):
+            arrays = pending.result()
+            pending = prefetch.submit(decode, chunks[k + 1]) if k + 1 < len(chunks) else None
+            decode_s += arrays.crops.decode_seconds
+            missing += arrays.crops.missing
+            t0 = time.perf_counter()
+            ts = image_stats(arrays.crops.thumbs)
+            prob, img = predict_arrays(model, arrays.crops.crops, ts[arrays.crops.index["image_row"].to_numpy()],
+                                       arrays.obj, arrays.crops.geom, arrays.crops.thumbs, arrays.crops.texture,
+                                       ts, dev, amp,
+                                       crop_batch=batch_size * n_obj, image_batch=batch_size)
+            if dev.startswith("cuda"):
+                torch.cuda.synchronize()
+            model_s += time.perf_counter() - t0
+            rel_parts.append(_relations(arrays, vocab, prob))
+            img_parts.append(pl.DataFrame({"image_id": arrays.crops.image_ids, "p_pa": img[:, 0],
+                                           "p_male": img[:, 1]}, schema={k: IMAGES_SCHEMA[k] for k in
+                                                                         ("image_id", "p_pa", "p_male")}))
+    ratios = con.execute("SELECT image_id, ctr::DOUBLE AS ctr, mtr::DOUBLE AS mtr FROM splits.images").pl()
+    imgs = (pl.concat(img_parts) if img_parts else pl.DataFrame(schema={k: IMAGES_SCHEMA[k] for k in
+                                                                        ("image_id", "p_pa", "p_male")}))
+    imgs = imgs.join(ratios, on="image_id", how="left").select(list(IMAGES_SCHEMA)).sort("image_id")
+    rels = (pl.concat(rel_parts) if rel_parts else pl.DataFrame(schema=RELATIONS_SCHEMA)).sort(
+        "image_id", "object", "attribute")
+    n = imgs.height
+    if timings is not None:
+        wall = time.perf_counter() - t_start
+        timings.update({"wall_seconds": wall, "decode_seconds": decode_s, "model_seconds": model_s, "images": n,
+                        "images_per_s": n / max(wall, 1e-9), "model_images_per_s": n / max(model_s, 1e-9),
+                        "decode_images_per_s": n / max(decode_s, 1e-9), "missing": missing, "device": dev,
+                        "batch_size": batch_size})
+    return Predictions(rels, imgs)

@@ -1,0 +1,41 @@
+"""What the reference model predicts for a set of images: the one interface between training/inference
+(``vqa.model``, ``vqa.train``, ``vqa.infer``) and answering/scoring (``vqa.modules``, ``vqa.scoring``).
+
+Grain:
+- ``relations``: one row per (image, object, attribute) of the label pool (``cxr_labels.pairs``) for every
+  object that has a box on the image; ``prob`` is the predicted probability that the attribute is
+  affirmed for the object (the paper's "presence per object-attribute pair").
+- ``images``: one row per image: predicted view position (``p_pa`` = probability of PA) and sex
+  (``p_male``), and the cardiothoracic / mediastinal-to-thoracic ratios the model uses (from the boxes
+  it was given; None where a needed box is missing).
+
+Thresholding to hard labels happens downstream (``threshold`` of the module that answers), so AUROC can
+be computed from the same frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+RELATIONS_SCHEMA = {"image_id": pl.String, "object": pl.String, "attribute": pl.String, "prob": pl.Float32}
+IMAGES_SCHEMA = {"image_id": pl.String, "p_pa": pl.Float32, "p_male": pl.Float32, "ctr": pl.Float64,
+                 "mtr": pl.Float64}
+
+
+@dataclass(frozen=True)
+class Predictions:
+    relations: pl.DataFrame  # RELATIONS_SCHEMA, sorted by (image_id, object, attribute)
+    images: pl.DataFrame  # IMAGES_SCHEMA, sorted by image_id
+
+    def __post_init__(self) -> None:
+        for name, frame, schema in (("relations", self.relations, RELATIONS_SCHEMA),
+                                    ("images", self.images, IMAGES_SCHEMA)):
+            got = dict(frame.schema)
+            if got != schema:
+                raise ValueError(f"Predictions.{name}: schema {got} != expected {schema}")
+
+    @classmethod
+    def empty(cls) -> Predictions:
+        return cls(pl.DataFrame(schema=RELATIONS_SCHEMA), pl.DataFrame(schema=IMAGES_SCHEMA))

@@ -1,0 +1,218 @@
+"""Scores of VQA modules on MIMIC-CXR-VQA (paper Table 4 / E11 / E12 and the E.1.3 relative AUROC) and on
+EHRXQA through NeuralSQL (paper Table 5 / E16: execution accuracy per modality x patient scope).
+
+Sources: ``mimic_cxr_vqa.questions`` test rows (split, template_key, image_id, argument columns, answer);
+the reference model's ``Predictions``; the gold labels (one row per affirmed (image_id, object, attribute),
+every other pool pair a negative); EHRXQA test items (stored ``ehrxqa.questions`` rows, released records
+or ``FilledItem``s) with the gold database they were drawn from.
+
+``verify_auroc`` -- what enters:
+- *reference* (per (object, attribute)): every ``Predictions.relations`` row of an image of
+  ``test_questions``; label 1 when (image, object, attribute) is a gold positive, else 0. Gold positives of
+  a predicted pair on an object the model has no row for (no box) enter with score 0.
+- *verify items*: the ``base_2`` rows of ``test_questions`` ("Is there ${attribute} in the ${object}?"),
+  label 1 when the item is a gold positive. On them: the reference's prob (0 where it has no row), and a
+  module's hard score (1 for ["yes"], 0 for ["no"], 0.5 for an abstention or any other answer).
+- *relative*: per pair with at least ``min_positives`` positive verify items (paper: 10) and both AUROCs
+  defined, AUROC_module / AUROC_reference on the same verify items; ``mean`` is their mean. Pass
+  ``verify_items(...)`` as ``test_questions`` to score on the paper's decomposed Test (verify) set instead.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from ehrxqa_pipeline.questions.ehrxqa.registry import BY_INDEX
+from ehrxqa_pipeline.questions.ehrxqa.stats import scope_axes
+from ehrxqa_pipeline.questions.neuralsql import NeuralSqlError, NeuralSqlExecutor, VqaModule, same_answer
+from ehrxqa_pipeline.questions.vqa_templates import CONTENT_TYPES, SEMANTIC_TYPES, TEMPLATES
+from ehrxqa_pipeline.vqa.metrics import (accuracy, auroc_by_group, execution_accuracy, micro_f1, relative_auroc)
+from ehrxqa_pipeline.vqa.predictions import Predictions
+
+VERIFY_TEMPLATE = "base_2"
+_KEYS = ["object", "attribute"]
+_LIST = pl.List(pl.String)
+
+
+# -- MIMIC-CXR-VQA ------------------------------------------------------------------------------------
+def score_mimic_cxr_vqa(test_questions: pl.DataFrame, predicted_answers: Sequence | pl.Series) -> dict:
+    """{"n", "accuracy", "micro_f1", "abstentions", "by_content_type": {type: {"n", "accuracy", "micro_f1"}},
+    "by_semantic_type": {...}}; one predicted answer (list[str] or None) per row of ``test_questions``."""
+    pred = (predicted_answers if isinstance(predicted_answers, pl.Series)
+            else pl.Series(list(predicted_answers), dtype=_LIST))
+    if pred.len() != test_questions.height:
+        raise ValueError(f"{pred.len()} predicted answers for {test_questions.height} questions")
+    types = pl.DataFrame({"template_key": [t.key for t in TEMPLATES],
+                          "content_type": [t.content_type for t in TEMPLATES],
+                          "semantic_type": [t.semantic_type for t in TEMPLATES]})
+    f = test_questions.select("template_key", pl.col("answer").cast(_LIST)).with_columns(pred=pred.cast(_LIST))
+    f = f.join(types, on="template_key", how="left", maintain_order="left")
+    if f["content_type"].null_count():
+        unknown = sorted(set(f.filter(pl.col("content_type").is_null())["template_key"]))
+        raise ValueError(f"unknown template keys {unknown}")
+
+    def block(part: pl.DataFrame) -> dict:
+        return {"n": part.height, "accuracy": accuracy(part["pred"], part["answer"]),
+                "micro_f1": micro_f1(part["pred"], part["answer"])}
+
+    out = {**block(f), "abstentions": int(f["pred"].null_count())}
+    for axis, order in (("content_type", CONTENT_TYPES), ("semantic_type", SEMANTIC_TYPES)):
+        out[f"by_{axis}"] = {v: block(f.filter(pl.col(axis) == v)) for v in order if (f[axis] == v).any()}
+    return out
+
+
+def verify_items(predictions: Predictions, gold_positives: pl.DataFrame, image_ids: Iterable[str]) -> pl.DataFrame:
+    """The decomposed Test (verify) set of E.1.3: one ``base_2`` row per predicted (image, object, attribute)
+    of ``image_ids``, with its gold answer; columns as ``mimic_cxr_vqa.questions`` (template_key, image_id,
+    object_1, attribute_1, answer)."""
+    ids = pl.Series(list(image_ids), dtype=pl.String)
+    rel = predictions.relations.filter(pl.col("image_id").is_in(ids.implode()))
+    lab = _label(rel.select("image_id", *_KEYS), gold_positives)
+    return lab.select(pl.lit("test").alias("split"), pl.lit(VERIFY_TEMPLATE).alias("template_key"), "image_id",
+                      pl.col("object").alias("object_1"), pl.col("attribute").alias("attribute_1"),
+                      pl.concat_list(pl.when("label").then(pl.lit("yes")).otherwise(pl.lit("no"))).alias("answer"))
+
+
+def _label(frame: pl.DataFrame, gold_positives: pl.DataFrame) -> pl.DataFrame:
+    pos = gold_positives.select("image_id", *_KEYS).unique().with_columns(label=pl.lit(True))
+    return frame.join(pos, on=["image_id", *_KEYS], how="left", maintain_order="left").with_columns(
+        pl.col("label").fill_null(False))
+
+
+def _module_score(answers: pl.Series) -> pl.Expr:
+    """1 for ["yes"], 0 for ["no"], 0.5 for an abstention or anything else."""
+    one = (answers.list.len() == 1).fill_null(False)
+    word = answers.list.first()
+    return (pl.when(one & (word == "yes")).then(1.0).when(one & (word == "no")).then(0.0).otherwise(0.5)
+            .cast(pl.Float64).alias("score"))
+
+
+def verify_auroc(test_questions: pl.DataFrame, predictions: Predictions, gold_positives: pl.DataFrame,
+                 min_positives: int = 10, module_answers: Sequence | None = None) -> dict:
+    """Reference and module AUROC per (object, attribute) and the relative AUROC (see the module docstring).
+
+    ``module_answers``: the binary module's answers to every row of ``test_questions`` (only the verify
+    rows are read). Returns {"reference": frame(object, attribute, n, positives, auroc) over the test images,
+    "reference_mean": mean AUROC over its pairs with >= min_positives positives, "verify_items": count,
+    "reference_on_items": frame, "module": frame or None, "relative": relative_auroc(...) or None}."""
+    images = test_questions["image_id"].unique()
+    rel = predictions.relations.filter(pl.col("image_id").is_in(images.implode())).select(
+        "image_id", *_KEYS, score=pl.col("prob").cast(pl.Float64))
+    pool = rel.select(*_KEYS).unique()
+    unscored = (gold_positives.filter(pl.col("image_id").is_in(images.implode())).select("image_id", *_KEYS).unique()
+                .join(pool, on=_KEYS, how="semi").join(rel, on=["image_id", *_KEYS], how="anti")
+                .with_columns(score=pl.lit(0.0)))
+    reference = auroc_by_group(_label(pl.concat([rel, unscored]), gold_positives), _KEYS, "score", "label")
+    kept = reference.filter((pl.col("positives") >= min_positives) & pl.col("auroc").is_not_null())
+
+    rows = test_questions.with_row_index("_q").filter(pl.col("template_key") == VERIFY_TEMPLATE)
+    items = _label(rows.select("_q", "image_id", object="object_1", attribute="attribute_1"), gold_positives)
+    items = items.join(rel, on=["image_id", *_KEYS], how="left", maintain_order="left").with_columns(
+        pl.col("score").fill_null(0.0))
+    ref_items = auroc_by_group(items, _KEYS, "score", "label")
+    out = {"reference": reference, "reference_mean": float(kept["auroc"].mean()) if kept.height else None,
+           "reference_pairs": kept.height, "verify_items": items.height, "reference_on_items": ref_items,
+           "module": None, "relative": None}
+    if module_answers is not None:
+        if len(module_answers) != test_questions.height:
+            raise ValueError(f"{len(module_answers)} module answers for {test_questions.height} questions")
+        picked = pl.Series(list(module_answers), dtype=_LIST).gather(items["_q"])
+        scored = items.with_columns(_module_score(picked))
+        out["module"] = auroc_by_group(scored, _KEYS, "score", "label")
+        out["relative"] = relative_auroc(out["module"], ref_items, min_positives)
+    return out
+
+
+# -- EHRXQA ---------------------------------------------------------------------------------------------
+def _scope_of(item) -> str:
+    if hasattr(item, "template"):  # FilledItem
+        return item.template.scope
+    if item.get("scope"):
+        return item["scope"]
+    if item.get("template_index") is not None:
+        return BY_INDEX[int(item["template_index"])].scope
+    raise ValueError("an EHRXQA item needs scope or template_index (released records: use the stored rows)")
+
+
+def _items(items) -> list[dict]:
+    """(query, answer, scope, impossible) per item from a stored frame, record dicts or FilledItems."""
+    rows = items.to_dicts() if isinstance(items, pl.DataFrame) else list(items)
+    out = []
+    for r in rows:
+        if hasattr(r, "neural_sql"):
+            q, a, imp = r.neural_sql, r.answer, bool(getattr(r.template, "impossible", False))
+        else:
+            q = r.get("neural_sql") or r.get("query")
+            a = json.loads(r["answer"]) if isinstance(r["answer"], str) else r["answer"]
+            imp = bool(r.get("is_impossible") or json.loads(r.get("record") or "{}").get("is_impossible", False))
+        out.append({"query": q, "answer": list(a), "scope": _scope_of(r), "impossible": imp})
+    return out
+
+
+def _outcome(executor: NeuralSqlExecutor, item: dict) -> tuple[str, str | None]:
+    try:
+        result = executor.execute(item["query"])
+    except NeuralSqlError as e:
+        return "error", str(e)
+    if same_answer(result.answer, item["answer"], ordered=result.ordered):
+        return "correct", None
+    nulls = any(v is None or (isinstance(v, tuple) and None in v) for v in result.answer)
+    return ("abstain" if nulls else "wrong"), None
+
+
+class _Counting:
+    """Passes calls through to a module and counts the pairs asked and the None answers."""
+
+    def __init__(self, module: VqaModule):
+        self.module, self.name = module, getattr(module, "name", type(module).__name__)
+        self.asked = self.abstained = 0
+
+    def __call__(self, images, questions):
+        got = self.module(images, questions)
+        self.asked += len(questions)
+        self.abstained += sum(a is None for a in got) if isinstance(got, (list, tuple)) else 0
+        return got
+
+
+def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | Path | None, items,
+                 module: VqaModule | None, *, batch_size: int = 32) -> dict:
+    """Execution accuracy of ``module`` on EHRXQA items (see ``metrics.execution_accuracy``).
+
+    Each item's gold NeuralSQL runs with the module on ``database`` (the gold database; TB_CXR_PLUS stays
+    hidden) and its answer is compared with the stored answer as the consistency check does (``same_answer``,
+    in order only under a root ORDER BY). Outcomes: correct; abstain (wrong, with a NULL in the answer: the
+    module abstained where it mattered); error (the query failed, e.g. a module broke its contract); wrong.
+    Unanswerable items (``is_impossible``) have no query and are skipped (counted). Returns the overall
+    counts plus ``by_modality`` and ``by_modality_scope`` ("image/single", ...), ``vqa_asked`` (image-question
+    pairs sent to the module), ``vqa_abstentions`` (those it answered None) and up to 5 ``error_examples``."""
+    rows = _items(items)
+    counting = None if module is None else _Counting(module)
+    executor = NeuralSqlExecutor(database, counting, images_root=images_root, batch_size=batch_size)
+    outcomes, errors = [], []
+    try:
+        for r in rows:
+            if r["impossible"]:
+                continue
+            outcome, message = _outcome(executor, r)
+            axes = scope_axes(r["scope"])
+            outcomes.append((axes["modality"], axes["patient_scope"], outcome))
+            if message and len(errors) < 5:
+                errors.append(message)
+    finally:
+        if not isinstance(database, sqlite3.Connection):
+            executor.close()
+    asked, none_answers = (0, 0) if counting is None else (counting.asked, counting.abstained)
+    out = {**execution_accuracy(o for *_, o in outcomes), "skipped_impossible": sum(r["impossible"] for r in rows),
+           "vqa_asked": asked, "vqa_abstentions": none_answers, "error_examples": errors}
+    out["by_modality"] = {m: execution_accuracy(o for mm, _, o in outcomes if mm == m)
+                          for m in ("image", "table", "image+table") if any(mm == m for mm, _, _ in outcomes)}
+    keys = sorted({(m, s) for m, s, _ in outcomes}, key=lambda k: (("image", "table", "image+table").index(k[0]),
+                                                                   ("none", "single", "group").index(k[1])))
+    out["by_modality_scope"] = {f"{m}/{s}": execution_accuracy(o for mm, ss, o in outcomes if (mm, ss) == (m, s))
+                                for m, s in keys}
+    return out

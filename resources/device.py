@@ -1,0 +1,55 @@
+"""The VQA device resource: where the reference model trains and infers, and the vision endpoint (if any).
+
+Every field left unset is read from the environment when a step runs (never at import):
+EHRXQA_VQA_DEVICE ("auto" = CUDA when present, else CPU; or "cpu", "cuda", "cuda:N"), EHRXQA_VQA_AMP
+("0" turns bf16 autocast off on GPU; CPU always runs fp32), EHRXQA_VQA_BASE_URL / EHRXQA_VQA_MODEL /
+EHRXQA_VQA_API_KEY (an OpenAI-compatible vision endpoint, scored as one more module; unset = none) and
+EHRXQA_VQA_ALLOW_HOSTS (comma-separated hosts images may be sent to; default loopback only, design.md
+section 4). torch is imported only when ``device()`` is called.
+"""
+
+
+import dagster as dg
+
+from ehrxqa_pipeline.vqa.modules import ALLOW_HOSTS_ENV, LOOPBACK
+
+DEVICE_ENV = "EHRXQA_VQA_DEVICE"
+AMP_ENV = "EHRXQA_VQA_AMP"
+BASE_URL_ENV = "EHRXQA_VQA_BASE_URL"
+MODEL_ENV = "EHRXQA_VQA_MODEL"
+API_KEY_ENV = "EHRXQA_VQA_API_KEY"
+
+
+class VqaDevice(dg.ConfigurableResource):
+    """Device for torch work and the optional vision endpoint; explicit values win over the environment."""
+
+    device: str | None = None  # None: EHRXQA_VQA_DEVICE, else "auto"
+    amp: bool | None = None  # None: EHRXQA_VQA_AMP != "0"
+    vision_base_url: str | None = None
+    vision_model: str | None = None
+    vision_api_key: str | None = None
+    allow_hosts: str | None = None  # comma-separated; None: EHRXQA_VQA_ALLOW_HOSTS, else loopback
+
+    def resolved(self) -> str:
+        """"cpu" / "cuda" / "cuda:N" (a clear error when CUDA is asked for and absent)."""
+        from ehrxqa_pipeline.vqa.device import resolve_device
+
+        return resolve_device(self.device or dg.EnvVar(DEVICE_ENV).get_value() or "auto")
+
+    def use_amp(self) -> bool:
+        if self.amp is not None:
+            return self.amp
+        return (dg.EnvVar(AMP_ENV).get_value() or "1") != "0"
+
+    def hosts(self) -> tuple[str, ...]:
+        raw = self.allow_hosts or dg.EnvVar(ALLOW_HOSTS_ENV).get_value()
+        return tuple(h.strip() for h in raw.split(",") if h.strip()) if raw else LOOPBACK
+
+    def vision(self) -> dict | None:
+        """Settings of the OpenAI-compatible vision endpoint, or None when none is configured."""
+        base_url = self.vision_base_url or dg.EnvVar(BASE_URL_ENV).get_value()
+        if not base_url:
+            return None
+        return {"base_url": base_url, "model": self.vision_model or dg.EnvVar(MODEL_ENV).get_value() or "gpt-4o",
+                "api_key": self.vision_api_key or dg.EnvVar(API_KEY_ENV).get_value() or "unused",
+                "allow_hosts": self.hosts()}

@@ -1,0 +1,92 @@
+"""The leaderboard orchestration (``vqa.evaluate``): every module scored on the same items, table items run
+once and shared, the merge of two partial EHRXQA results by hand, and the modules present or absent."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import polars as pl
+import pytest
+
+from ehrxqa_pipeline.questions.ehrxqa import CATALOG, fill_items
+from ehrxqa_pipeline.questions.ehrxqa.records import stored_frame
+from ehrxqa_pipeline.questions.ehrxqa.sampling import SampledItem, Sample
+from ehrxqa_pipeline.vqa.evaluate import EvaluationInputs, evaluate, merge_ehrxqa
+from ehrxqa_pipeline.vqa.scoring import score_ehrxqa
+from tests.vqa.helpers_scoring import IMAGES, PAIRS, POSITIVES, QUESTIONS, build_merged_db, predictions
+
+
+def test_merge_adds_counts_and_recomputes_accuracy():
+    a = {"n": 4, "correct": 3, "abstentions": 1, "errors": 0, "vqa_asked": 5, "vqa_abstentions": 2,
+         "skipped_impossible": 0, "error_examples": ["x"],
+         "by_modality": {"table": {"n": 4, "correct": 3, "abstentions": 1, "errors": 0}},
+         "by_modality_scope": {"table/none": {"n": 4, "correct": 3, "abstentions": 1, "errors": 0}}}
+    b = {"n": 6, "correct": 3, "abstentions": 0, "errors": 2, "vqa_asked": 7, "vqa_abstentions": 0,
+         "skipped_impossible": 1, "error_examples": ["y"],
+         "by_modality": {"image": {"n": 6, "correct": 3, "abstentions": 0, "errors": 2}},
+         "by_modality_scope": {"table/none": {"n": 2, "correct": 0, "abstentions": 0, "errors": 0},
+                               "image/single": {"n": 4, "correct": 3, "abstentions": 0, "errors": 2}}}
+    m = merge_ehrxqa(a, b)
+    assert (m["n"], m["correct"], m["accuracy"], m["abstentions"], m["errors"]) == (10, 6, 0.6, 1, 2)
+    assert (m["vqa_asked"], m["vqa_abstentions"], m["skipped_impossible"]) == (12, 2, 1)
+    assert m["error_examples"] == ["x", "y"]
+    assert m["by_modality_scope"]["table/none"] == {"n": 6, "correct": 3, "accuracy": 0.5, "abstentions": 1,
+                                                    "errors": 0}
+    assert list(m["by_modality"]) == ["table", "image"]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    db = build_merged_db(tmp_path_factory.mktemp("evaluate"))
+    conn = sqlite3.connect(db)
+    try:
+        filled = fill_items(conn, 0, CATALOG[::5])
+    finally:
+        conn.close()
+    items = stored_frame(Sample([SampledItem.of(f, "test", "gold", 0) for f in filled]))
+    fit = pl.concat([QUESTIONS.with_columns(split=pl.lit("train")),
+                     QUESTIONS.head(3).with_columns(split=pl.lit("valid"))])
+    return EvaluationInputs(questions=pl.concat([fit, QUESTIONS]), images=IMAGES, pairs=PAIRS, gold_positives=POSITIVES,
+                            ehrxqa_items=items, gold_database=db, answer_sheet=db, images_root=None,
+                            predictions=predictions())
+
+
+def test_every_module_scored_and_table_items_shared(inputs):
+    result = evaluate(inputs, min_positives=1, robustness_k=2)
+    assert set(result.scores) == {"reference", "oracle", "yes", "prior_most", "prior_question", "prior_question_text"}
+    oracle, reference = result.scores["oracle"], result.scores["reference"]
+    assert oracle["mimic_cxr_vqa/accuracy"] == 1.0 and oracle["ehrxqa/accuracy"] == 1.0
+    # predictions() equal the gold labels: the reference answers like the oracle on both datasets
+    assert reference["mimic_cxr_vqa/accuracy"] == 1.0 and reference["ehrxqa/accuracy"] == 1.0
+    # the shared table part equals a per-module run of the table items
+    items = inputs.ehrxqa_items.with_columns(
+        m=pl.col("scope").str.split("-").list.first())
+    alone = score_ehrxqa(inputs.gold_database, None, items.filter(pl.col("m") == "TABLE").drop("m"), None)
+    for name in ("yes", "prior_most", "reference"):
+        table = result.details[name]["ehrxqa"]["by_modality"]["table"]
+        assert (table["n"], table["correct"]) == (alone["n"], alone["correct"]) and alone["n"] > 0
+    assert result.scores["yes"]["ehrxqa/n"] == inputs.ehrxqa_items.height
+    # yes answers "yes" to every verify item: its MIMIC accuracy is the share of ["yes"] answers (3 of 12)
+    assert result.scores["yes"]["mimic_cxr_vqa/accuracy"] == pytest.approx(3 / 12)
+    # no paraphrase pools here: each item has one phrasing, so there is no pair to compare
+    assert result.scores["prior_question_text"]["robustness/pairs"] == 0
+
+
+def test_without_predictions_no_reference(inputs):
+    from dataclasses import replace
+    result = evaluate(replace(inputs, predictions=None), robustness_k=2)
+    assert "reference" not in result.scores and result.scores["oracle"]["ehrxqa/accuracy"] == 1.0
+
+
+def test_prior_correction_moves_the_decision_to_the_prevalence():
+    from ehrxqa_pipeline.vqa.evaluate import prior_corrected
+    from ehrxqa_pipeline.vqa.predictions import IMAGES_SCHEMA, RELATIONS_SCHEMA, Predictions
+
+    rel = pl.DataFrame({"image_id": ["a", "a", "b", "b"], "object": ["o", "o", "o", "o"],
+                        "attribute": ["x", "y", "x", "y"], "prob": [0.05, 0.6, 0.01, 0.4]}, schema=RELATIONS_SCHEMA)
+    prev = pl.DataFrame({"object": ["o"], "attribute": ["x"], "prevalence": [0.02]})
+    out = prior_corrected(Predictions(rel, pl.DataFrame(schema=IMAGES_SCHEMA)), prev).relations
+    p = dict(zip(zip(out["image_id"], out["attribute"]), out["prob"].to_list()))
+    # odds(0.05) / odds(0.02) = (1/19) / (1/49) = 49/19 -> 49/68; 0.01 < 0.02 -> below 0.5; y has no prevalence
+    assert p[("a", "x")] == pytest.approx(49 / 68, rel=1e-5) and p[("b", "x")] < 0.5
+    assert (p[("a", "y")], p[("b", "y")]) == (pytest.approx(0.6), pytest.approx(0.4))
