@@ -19,6 +19,21 @@ ON_CHANGE: dg.AutomationCondition = (
 OBSERVE_SOURCES: dg.AutomationCondition = AC.on_cron("*/15 * * * *")
 
 # Steps that open the DuckDB warehouse read-write: one at a time within a run (executor tag limit) and
-# across runs (the `duckdb` pool, limited to 1 in the instance's dagster.yaml).
+# across runs (the `duckdb` pool; `ehrxqa` gives the pools duckdb, gpu and llm a limit of 1 in the instance,
+# ehrxqa_pipeline/cli/instance.py, on top of dagster.yaml's default_limit 1).
 DUCKDB_TAGS = {"ehrxqa/warehouse": "write"}
 DUCKDB_POOL = "duckdb"
+
+# Steps that call the paraphrase LLM endpoint: one at a time across runs (the `llm` pool).
+LLM_POOL = "llm"
+
+# Steps that need a GPU (VQA training and scoring): the `gpu` pool (one at a time across runs on one
+# machine), the local tag the executors limit within a run, and the dagster-k8s step config that requests
+# one NVIDIA GPU and tolerates the usual taint of GPU node pools (k8s_job_executor; see deploy/).
+GPU_POOL = "gpu"
+DEVICE_TAG = "ehrxqa/device"
+GPU_K8S_CONFIG = {
+    "container_config": {"resources": {"limits": {"nvidia.com/gpu": 1}}},
+    "pod_spec_config": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+}
+GPU_TAGS = {DEVICE_TAG: GPU_POOL, "dagster-k8s/config": GPU_K8S_CONFIG}

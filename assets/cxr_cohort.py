@@ -3,6 +3,7 @@
 import dagster as dg
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.metadata import table_result
 from assets.ingest import ingest_key
 from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.cxr import selection
@@ -24,11 +25,11 @@ COMMON = dict(group_name=names.CXR_COHORT, automation_condition=ON_CHANGE, pool=
           description="Grain: one row per MIMIC-CXR image (all views) with the outcome of every selection "
                       "rule, its StudyOrder and its silver/gold drop reason. Source: ingest.cxr_metadata, "
                       "ingest.silver_bbox, ingest.gold_relations.", **COMMON)
-def image_rules(warehouse: Warehouse) -> dg.MaterializeResult:
+def image_rules(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.MaterializeResult:
     with warehouse.connect() as con:
         selection.build_image_rules(con)
-        n = con.execute("SELECT count(*) FROM cxr_cohort.image_rules").fetchone()[0]
-    return dg.MaterializeResult(metadata={"dagster/row_count": n})
+        return table_result(context, con, f"{names.CXR_COHORT}.image_rules",
+                            tables=[f"{names.CXR_COHORT}.box_width_stats"])
 
 
 @dg.asset(key=INTEGRITY_KEY, code_version="1", deps=[RULES_KEY], partitions_def=IMAGE_PARTITIONS,
@@ -55,10 +56,12 @@ def image_integrity(context: dg.AssetExecutionContext, pipeline_config: Pipeline
             con.register("_integrity", result)
             con.execute("INSERT INTO cxr_cohort.image_integrity SELECT * FROM _integrity")
         con.execute("COMMIT")
-    counts = result.group_by("status").len().sort("status").rows() if settings.check_images else []
-    return dg.MaterializeResult(metadata={"dagster/row_count": result.height,
-                                          "status_counts": dg.MetadataValue.json(dict(counts)),
-                                          "checked": settings.check_images})
+        counts = result.group_by("status").len().sort("status").rows() if settings.check_images else []
+        context.log.info(f"{part}: {images.height} candidate images, {result.height} checked {dict(counts)}")
+        rows = (f'(SELECT * EXCLUDE ("partition") FROM {names.CXR_COHORT}.image_integrity '
+                f"WHERE \"partition\" = '{part}')")
+        return table_result(context, con, rows, metadata={"status_counts": dg.MetadataValue.json(dict(counts)),
+                                                          "checked": settings.check_images})
 
 
 @dg.multi_asset(
@@ -68,7 +71,8 @@ def image_integrity(context: dg.AssetExecutionContext, pipeline_config: Pipeline
                                     "JPEG). Refused images: cxr_cohort.silver_rejected with the first rule "
                                     "they fail. Source: cxr_cohort.image_rules, cxr_cohort.image_integrity.",
                         **{k: v for k, v in COMMON.items() if k not in ("pool", "op_tags")}),
-           dg.AssetSpec(GOLD_KEY, deps=[RULES_KEY, INTEGRITY_KEY], code_version="1",
+           # the gold image of each gold patient is read from ingest.gold_relations itself
+           dg.AssetSpec(GOLD_KEY, deps=[RULES_KEY, INTEGRITY_KEY, ingest_key("gold_relations")], code_version="1",
                         description="Grain: one row per gold-patient image (rules 1-3, the checked gold image "
                                     "in place of the StudyOrder-1 pick). Refused: cxr_cohort.gold_rejected. "
                                     "Source: cxr_cohort.image_rules, ingest.gold_relations.",
@@ -83,14 +87,17 @@ def cohorts(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, 
     settings = pipeline_config.settings()
     with warehouse.connect() as con:
         out = selection.build_cohorts(con, check_jpegs=settings.check_images)
-    for key, cohort in ((SILVER_KEY, "silver"), (GOLD_KEY, "gold")):
-        funnel = out["funnels"][cohort]
-        yield dg.MaterializeResult(asset_key=key, metadata={
-            "dagster/row_count": funnel[-1][1],
-            "funnel": dg.MetadataValue.md(markdown.table(("rule", "images remaining"), funnel)),
-            "funnel_json": dg.MetadataValue.json(funnel),
-            "rejected_by_reason": dg.MetadataValue.json(out[f"{cohort}_reasons"]),
-            **({"gold_checks": dg.MetadataValue.json(out["gold_checks"])} if cohort == "gold" else {})})
+        results = []
+        for key, cohort in ((SILVER_KEY, "silver"), (GOLD_KEY, "gold")):
+            funnel = out["funnels"][cohort]
+            context.log.info(f"{cohort} cohort: {funnel[-1][1]} images; refused {out[f'{cohort}_reasons']}")
+            table = f"{names.CXR_COHORT}.{cohort}"
+            results.append(table_result(context, con, table, tables=[f"{table}_rejected"], asset_key=key, metadata={
+                "funnel": dg.MetadataValue.md(markdown.table(("rule", "images remaining"), funnel)),
+                "funnel_json": dg.MetadataValue.json(funnel),
+                "rejected_by_reason": dg.MetadataValue.json(out[f"{cohort}_reasons"]),
+                **({"gold_checks": dg.MetadataValue.json(out["gold_checks"])} if cohort == "gold" else {})}))
+    yield from results
     for key, cohort in ((SILVER_KEY, "silver"), (GOLD_KEY, "gold")):
         reasons = out[f"{cohort}_reasons"]
         jpeg = sum(reasons.get(r, 0) for r in JPEG_FAILURES)

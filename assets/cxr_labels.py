@@ -3,6 +3,7 @@
 import dagster as dg
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.metadata import table_result
 from assets.cxr_cohort import GOLD_KEY, SILVER_KEY
 from assets.ingest import ingest_key
 from assets.sources import SOURCE_KEYS
@@ -33,18 +34,21 @@ def load_ontology(pipeline_config: PipelineConfig):
                       "edits, the transitive closure and the removal of 2 objects and 7 attributes "
                       "(cxr_labels.pairs; cxr_labels.pairs_all keeps the removed ones, flagged). Source: "
                       "Chest ImaGenome semantics files.", **COMMON)
-def ontology(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
+def ontology(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
+             warehouse: Warehouse) -> dg.MaterializeResult:
     onto = load_ontology(pipeline_config)
     with warehouse.connect() as con:
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {names.CXR_LABELS}")
+        con.execute("BEGIN TRANSACTION")
         for table, frame in (("pairs", onto.pairs), ("pairs_all", onto.all_pairs)):
             con.register("_frame", frame)
             con.execute(f"CREATE OR REPLACE TABLE {names.CXR_LABELS}.{table} AS SELECT * FROM _frame")
             con.unregister("_frame")
-    return dg.MaterializeResult(metadata={
-        "dagster/row_count": onto.n_pairs, "objects": len(onto.objects), "attributes": len(onto.attributes),
-        "possible_pairs": onto.n_pairs, "paper_possible_pairs": PAPER_PAIRS,
-        "summary": dg.MetadataValue.json(onto.summary())})
+        con.execute("COMMIT")
+        return table_result(context, con, f"{names.CXR_LABELS}.pairs", tables=[f"{names.CXR_LABELS}.pairs_all"],
+                            metadata={"objects": len(onto.objects), "attributes": len(onto.attributes),
+                                      "possible_pairs": onto.n_pairs, "paper_possible_pairs": PAPER_PAIRS,
+                                      "summary": dg.MetadataValue.json(onto.summary())})
 
 
 def _label_asset(cohort: str, cohort_key: dg.AssetKey, relations: str) -> dg.AssetsDefinition:
@@ -63,16 +67,20 @@ def _label_asset(cohort: str, cohort_key: dg.AssetKey, relations: str) -> dg.Ass
                           f"impossible pairs and removed labels dropped. Source: {source} of the "
                           f"cxr_cohort.{cohort} images; refused rows in cxr_labels.{cohort}_rejected.",
               **COMMON)
-    def _asset(pipeline_config: PipelineConfig, warehouse: Warehouse):
+    def _asset(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
         onto = load_ontology(pipeline_config)
         with warehouse.connect() as con:
             sql = labels.relations_sql(f"ingest.{relations}", images_sql=f"SELECT image_id FROM cxr_cohort.{cohort}")
+            context.log.info(f"{cohort}: refining ingest.{relations} over {onto.n_pairs} possible pairs")
             result = labels.refine_labels(con, sql, onto, out, rejected_table=f"{out}_rejected")
+            context.log.info(f"{cohort}: {result.counts.get('affirmed_rows_out')} affirmed rows for "
+                             f"{result.counts.get('images')} images; dropped {result.dropped_rows}; checking")
             outcomes = {"closure": labels_checks.check_closure(con, out, onto),
                         "in_pool": labels_checks.check_in_pool(con, out, onto),
                         "one_row_per_image_pair": labels_checks.check_dense_unique(con, out)}
-        yield dg.MaterializeResult(metadata={"dagster/row_count": result.counts.get("affirmed_rows_out"),
-                                             **result.metadata(), "possible_pairs": onto.n_pairs})
+            materialized = table_result(context, con, out, tables=[f"{out}_images", f"{out}_pairs", f"{out}_rejected"],
+                                        metadata={**result.metadata(), "possible_pairs": onto.n_pairs})
+        yield materialized
         for name, (passed, details) in outcomes.items():
             yield dg.AssetCheckResult(check_name=name, passed=bool(passed),
                                       metadata={"details": dg.MetadataValue.json(details)})

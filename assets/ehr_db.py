@@ -4,6 +4,7 @@ answer sheets, exported as DuckDB and SQLite (mimic_iv_cxr.db)."""
 import dagster as dg
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.metadata import table_result
 from assets.cxr_cohort import GOLD_KEY
 from assets.cxr_labels import LABEL_KEYS, load_ontology
 from assets.ingest import ingest_key
@@ -51,18 +52,27 @@ def _db_asset(which: str) -> dg.AssetsDefinition:
         onto = load_ontology(pipeline_config)
         files = settings.source_dir / CXR_FILES_DIR if settings.check_images else None
         with warehouse.connect() as con:
+            context.log.info(f"{which}: sampling patients and building the 17 tables + TB_CXR")
             result = build_database(con, which, config, seed=settings.seed, ontology=onto)
+            for message in result.messages:
+                context.log.warning(message)
+            context.log.info(f"{which}: running {len(CHECKS)} checks")
             checks = run_checks(con, result, config, files_dir=files)
+            context.log.info(f"{which}: exporting to DuckDB and SQLite under {database_dir(settings, which)}")
             export = export_database(con, result.schema, result.answers_schema, database_dir(settings, which),
                                      answers_dir=settings.home / "answer_sheets" / which)
-        for message in result.messages:
-            context.log.warning(message)
-        yield dg.MaterializeResult(metadata={
-            **{k: v for k, v in result.metadata().items() if v is not None},
-            "dagster/row_count": sum(export.rows.values()),
-            "sqlite": dg.MetadataValue.path(str(export.sqlite_path)),
-            "duckdb": dg.MetadataValue.path(str(export.duckdb_path)),
-            "sqlite_sha256": export.sqlite_sha256})
+            context.log.info(f"{which}: exported {sum(export.rows.values())} rows in {len(export.rows)} tables")
+            tables = [f"{s}.{t}" for s, t in con.execute(
+                "SELECT schema_name, table_name FROM duckdb_tables() WHERE schema_name IN (?, ?) ORDER BY 1, 2",
+                [result.schema, result.answers_schema]).fetchall()]
+            materialized = table_result(context, con, f"{result.schema}.tb_cxr", tables=tables, metadata={
+                **{k: v for k, v in result.metadata().items() if v is not None},
+                "dagster/row_count": sum(export.rows.values()),
+                "rows_per_table": dg.MetadataValue.json(dict(sorted(export.rows.items()))),
+                "sqlite": dg.MetadataValue.path(str(export.sqlite_path)),
+                "duckdb": dg.MetadataValue.path(str(export.duckdb_path)),
+                "sqlite_sha256": export.sqlite_sha256})
+        yield materialized
         for name, (passed, details) in checks.items():
             yield dg.AssetCheckResult(check_name=name, passed=bool(passed),
                                       metadata={"details": dg.MetadataValue.json(details)})

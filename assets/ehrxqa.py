@@ -11,9 +11,10 @@ import polars as pl
 from pydantic import Field
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.metadata import records_metadata, table_metadata
 from assets.ehr_db import DB_KEYS, database_dir
 from assets.paraphrase import POOLS_KEY
-from ehrxqa_pipeline import names
+from ehrxqa_pipeline import atomic, names
 from ehrxqa_pipeline.paraphrase import apply_paraphrases
 from ehrxqa_pipeline.questions.ehrxqa import CATALOG, stats
 from ehrxqa_pipeline.questions.ehrxqa.records import (STORED_SCHEMA, build_records, catalog_rows, check_stored,
@@ -91,6 +92,11 @@ def _write_tables(warehouse: Warehouse, tables: dict[str, pl.DataFrame]) -> None
         con.execute("COMMIT")
 
 
+def _stored(warehouse: Warehouse, table: str) -> dict:
+    with warehouse.connect() as con:
+        return table_metadata(con, f"{SCHEMA}.{table}")
+
+
 def _questions(warehouse: Warehouse, columns: str = "*") -> pl.DataFrame:
     with warehouse.connect() as con:
         return con.execute(f"SELECT {columns} FROM {SCHEMA}.questions ORDER BY split, id").pl()
@@ -119,7 +125,7 @@ def catalog(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Materia
     per_scope = dict(frame.group_by("scope").len().sort("scope").iter_rows())
     per_modality = dict(frame.group_by("modality").len().sort("modality").iter_rows())
     return dg.MaterializeResult(data_version=dg.DataVersion(_digest(text)), metadata={
-        "dagster/row_count": frame.height, "templates_per_scope": dg.MetadataValue.json(per_scope),
+        **_stored(warehouse, "catalog"), "templates_per_scope": dg.MetadataValue.json(per_scope),
         "templates_per_modality": dg.MetadataValue.json(per_modality), "path": dg.MetadataValue.path(str(path))})
 
 
@@ -132,13 +138,16 @@ def catalog(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Materia
                       "Per-template outcome (draws, kept, why fewer): ehrxqa.sampling_report. Source: "
                       "ehr_db/silver, ehr_db/gold (the exported SQLite files and answer sheets), ehrxqa/catalog.",
           **COMMON)
-def questions(config: EhrxqaSamplingConfig, pipeline_config: PipelineConfig,
+def questions(context: dg.AssetExecutionContext, config: EhrxqaSamplingConfig, pipeline_config: PipelineConfig,
               warehouse: Warehouse) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
     caps = config.caps()
     files = _databases(settings)
     workers = _workers(config.workers, len(CATALOG) * (caps.train_valid + caps.test))
-    sample = sample_ehrxqa(files["silver"], files["gold"], settings.seed, caps, workers=workers)
+    context.log.info(f"sampling {len(CATALOG)} templates (caps {caps.train_valid} / {caps.test}) from the silver "
+                     f"and gold databases in {workers} process(es)")
+    sample = sample_ehrxqa(files["silver"], files["gold"], settings.seed, caps, workers=workers,
+                           progress=context.log.info)
     frame = stored_frame(sample)
     reports = pl.DataFrame([r.row() for r in sample.reports], schema=REPORT_SCHEMA)
     _write_tables(warehouse, {"questions": frame, "sampling_report": reports})
@@ -149,7 +158,7 @@ def questions(config: EhrxqaSamplingConfig, pipeline_config: PipelineConfig,
                  frame.group_by("scope", "split").len().sort("scope", "split").iter_rows()}
     content = frame.write_csv() + reports.write_csv()
     return dg.MaterializeResult(data_version=dg.DataVersion(_digest(content)), metadata={
-        "dagster/row_count": frame.height, "questions_per_split": dg.MetadataValue.json(per_split),
+        **_stored(warehouse, "questions"), "questions_per_split": dg.MetadataValue.json(per_split),
         "questions_per_scope_split": dg.MetadataValue.json(per_scope),
         "caps": dg.MetadataValue.json(asdict(caps)), "draws": int(reports["draws"].sum()),
         "templates_below_cap": reports.filter(pl.col("kept") < pl.col("cap")).height,
@@ -192,12 +201,11 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
         md += ("\n\nUnanswerable items (opt-in; not in Table C9): "
                + ", ".join(f"{s} {n:,}" for s, n in unanswerable.items()) + "\n")
     out = pipeline_config.settings().release_dir / "ehrxqa"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "statistics.md").write_text(md)
+    atomic.write_text(out / "statistics.md", md)
     write_json({"c9": c9, "per_template": per, "unanswerable": unanswerable}, out / "statistics.json", indent=2)
     c9_md = md.split("\n\n### Per template")[0]
     return dg.MaterializeResult(metadata={
-        "statistics": dg.MetadataValue.md(c9_md), "c9": dg.MetadataValue.json(c9),
+        **records_metadata(c9), "statistics": dg.MetadataValue.md(c9_md), "c9": dg.MetadataValue.json(c9),
         "per_template": dg.MetadataValue.json(per), "unanswerable_per_split": dg.MetadataValue.json(unanswerable),
         "templates_below_cap": sum(1 for r in per if r["silver_reason"] or r["gold_reason"])})
 
@@ -223,7 +231,7 @@ def release_ehrxqa(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.
     out = pipeline_config.settings().release_dir / "ehrxqa"
     paths = write_release(records, out)
     return dg.MaterializeResult(metadata={
-        "dagster/row_count": sum(len(v) for v in records.values()), "path": dg.MetadataValue.path(str(out)),
+        **records_metadata([r for s in SPLITS for r in records[s]]), "path": dg.MetadataValue.path(str(out)),
         "records_per_split": dg.MetadataValue.json({s: len(records[s]) for s in SPLITS}),
         "questions_per_para_type": dg.MetadataValue.json(dict(sorted(phrased.items()))),
         "files": dg.MetadataValue.json({s: str(p) for s, p in paths.items()})})

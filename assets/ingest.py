@@ -7,6 +7,8 @@ One asset per data contract in data_contracts/ingest.*.yaml; the contract states
 import dagster as dg
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.metadata import code_version as running_code_version
+from assets.metadata import table_metadata
 from assets.sources import SOURCE_KEYS
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.contracts import CONTRACTS_DIR, Contract, load_contract
@@ -26,10 +28,6 @@ def ingest_key(table: str) -> dg.AssetKey:
     return dg.AssetKey([names.INGEST, table])
 
 
-def table_schema(columns: list[tuple[str, str]]) -> dg.TableSchema:
-    return dg.TableSchema(columns=[dg.TableColumn(name, dtype) for name, dtype in columns])
-
-
 def _ingest_asset(contract: Contract) -> dg.AssetsDefinition:
     table = contract.table
     code_version = f"{INGEST_VERSION}-{file_digest(contract.path)[:8]}"  # a contract edit re-runs the asset
@@ -44,20 +42,21 @@ def _ingest_asset(contract: Contract) -> dg.AssetsDefinition:
     def _asset(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
                warehouse: Warehouse) -> dg.MaterializeResult:
         settings = pipeline_config.settings()
+        context.log.info(f"{table}: reading SOURCE_ROOT/{contract.source} into {names.INGEST}.{table}")
         try:
             with warehouse.connect() as con:
                 result = ingest_table(con, settings.source_dir, contract, settings.staging_dir,
                                       settings.cache_dir)
+                schema = table_metadata(con, f"{names.INGEST}.{table}")
             source_digest = HashCache(settings.cache_dir / "source_hashes.json").digest(
                 resolve(settings.source_dir, table))
         except SourceError as e:
             raise dg.Failure(description=str(e)) from None
         context.log.info(f"{table}: {result.rows} rows kept, {result.rejected} quarantined {result.reasons}")
         return dg.MaterializeResult(
-            data_version=dg.DataVersion(combine(source_digest, code_version)),
+            data_version=dg.DataVersion(combine(source_digest, running_code_version(context))),
             metadata={
-                "dagster/row_count": result.rows,
-                "dagster/column_schema": table_schema(result.columns),
+                **schema,
                 "source_rows": result.source_rows,
                 "rejected_rows": result.rejected,
                 "rejected_by_reason": dg.MetadataValue.json(result.reasons),

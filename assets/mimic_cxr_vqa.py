@@ -1,15 +1,14 @@
 """MIMIC-CXR-VQA: balanced (image, question, answer) triples over the 48 templates, statistics, release."""
 
-import json
-
 import dagster as dg
 import polars as pl
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.metadata import records_metadata, table_result
 from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.paraphrase import POOLS_KEY
 from assets.splits import SPLITS_KEY
-from ehrxqa_pipeline import names
+from ehrxqa_pipeline import atomic, names
 from ehrxqa_pipeline.paraphrase import choose_vqa_phrasings
 from ehrxqa_pipeline.paraphrase.placeholders import leftovers
 from ehrxqa_pipeline.questions import vqa_stats
@@ -46,8 +45,10 @@ def _questions_and_images(con) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 @dg.asset(key=QUESTIONS_KEY, group_name=names.MIMIC_CXR_VQA, code_version="1", kinds={"duckdb", "polars"},
           deps=[SPLITS_KEY, LABEL_KEYS["silver"], LABEL_KEYS["gold"], ONTOLOGY_KEY],
-          check_specs=[dg.AssetCheckSpec("answers_in_vocabulary", asset=QUESTIONS_KEY, blocking=True),
-                       dg.AssetCheckSpec("one_question_per_image_template", asset=QUESTIONS_KEY, blocking=True),
+          check_specs=[dg.AssetCheckSpec("answers_in_vocabulary", asset=QUESTIONS_KEY, blocking=True,
+                                         description="Every answer is in the answer vocabulary."),
+                       dg.AssetCheckSpec("one_question_per_image_template", asset=QUESTIONS_KEY, blocking=True,
+                                         description="Each template is asked at most once per image and split."),
                        dg.AssetCheckSpec("entropy_at_least_uniform", asset=QUESTIONS_KEY, blocking=False,
                                          description="Per template, balanced answers are at least as "
                                                      "diverse as a uniform-random sample of the pool.")],
@@ -55,13 +56,15 @@ def _questions_and_images(con) -> tuple[pl.DataFrame, pl.DataFrame]:
                       "Arguments from ontology-valid combinations; per template the answer distribution is "
                       "balanced (entropy), each template at most once per image, rarely used images "
                       "favoured. Source: splits.images, cxr_labels.{silver,gold}, cxr_labels.pairs.", **COMMON)
-def questions(pipeline_config: PipelineConfig, warehouse: Warehouse):
+def questions(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
     seed = pipeline_config.settings().seed
     with warehouse.connect() as con:
         pairs = con.execute("SELECT object, attribute, category FROM cxr_labels.pairs").pl()
         positives = con.execute(POSITIVES_SQL).pl()
         images = con.execute("SELECT * FROM splits.images").pl()
+    context.log.info(f"sampling 48 templates over {images.height} images, {positives.height} positive labels")
     sample = sample_vqa(pairs, positives, images, seed=seed)
+    context.log.info(f"sampled {sample.questions.height} questions; computing answer entropy")
     entropy = vqa_stats.answer_entropy(sample, seed=seed)
     vocabulary = answer_vocabulary(pairs)
     q = sample.questions.with_row_index("q").with_columns(
@@ -74,13 +77,16 @@ def questions(pipeline_config: PipelineConfig, warehouse: Warehouse):
             con.register("_frame", frame)
             con.execute(f"CREATE OR REPLACE TABLE {names.MIMIC_CXR_VQA}.{table} AS SELECT * FROM _frame")
             con.unregister("_frame")
+        schema = names.MIMIC_CXR_VQA
+        materialized = table_result(context, con, f"{schema}.questions",
+                                    tables=[f"{schema}.answer_entropy", f"{schema}.vocabulary"])
     outside = q.explode("answer").filter(pl.col("answer").is_not_null() & ~pl.col("answer").is_in(vocabulary))
     repeated = q.group_by("split", "template_key", "image_id").len().filter(pl.col("len") > 1).height
     judged = [r for r in entropy if r["n"] >= MIN_QUESTIONS_FOR_ENTROPY]
     low = [f"{r['split']}/{r['template_key']}" for r in judged if r["entropy"] + 1e-9 < r["uniform_sample_entropy"]]
     per_split = dict(q.group_by("split").len().sort("split").rows())
-    yield dg.MaterializeResult(metadata={
-        "dagster/row_count": q.height, "questions_per_split": dg.MetadataValue.json(per_split),
+    yield dg.MaterializeResult(data_version=materialized.data_version, metadata={
+        **materialized.metadata, "questions_per_split": dg.MetadataValue.json(per_split),
         "vocabulary_size": len(vocabulary), "rejected_positives": sample.rejected_positives.height})
     yield dg.AssetCheckResult(check_name="answers_in_vocabulary", passed=outside.height == 0,
                               metadata={"answers_outside": outside.height})
@@ -109,10 +115,10 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
     stats = {"overall": vqa_stats.overall(frame), "by_content_type": vqa_stats.by_content_type(frame),
              "by_semantic_type": vqa_stats.by_semantic_type(frame), "answer_entropy": entropy}
     out = pipeline_config.settings().release_dir / "mimic-cxr-vqa"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "statistics.md").write_text(md)
-    (out / "statistics.json").write_text(json.dumps(stats, indent=2, sort_keys=True) + "\n")
-    return dg.MaterializeResult(metadata={"statistics": dg.MetadataValue.md(md),
+    atomic.write_text(out / "statistics.md", md)
+    atomic.write_json(out / "statistics.json", stats, sort_keys=True, ensure_ascii=True)
+    overall = [{"measure": k, **per_split} for k, per_split in stats["overall"].items()]  # Table B4
+    return dg.MaterializeResult(metadata={**records_metadata(overall), "statistics": dg.MetadataValue.md(md),
                                           "overall": dg.MetadataValue.json(stats["overall"])})
 
 
@@ -149,11 +155,12 @@ def release_mimic_cxr_vqa(pipeline_config: PipelineConfig, warehouse: Warehouse)
     out = pipeline_config.settings().release_dir / "mimic-cxr-vqa"
     for split in SPLIT_NAMES:
         write_split_json(records.get(split, []), out / f"{split}.json")
-    (out / "answer_vocabulary.json").write_text(json.dumps(vocabulary, indent=2) + "\n")
+    atomic.write_json(out / "answer_vocabulary.json", vocabulary, ensure_ascii=True)
     para_types = dict(phrased.group_by("para_type").len().sort("para_type").rows())
     bad = placeholder_problems(records)
     yield dg.MaterializeResult(metadata={
-        "dagster/row_count": sum(len(v) for v in records.values()), "path": dg.MetadataValue.path(str(out)),
+        **records_metadata([r for split in SPLIT_NAMES for r in records.get(split, [])]),
+        "path": dg.MetadataValue.path(str(out)),
         "records_per_split": dg.MetadataValue.json({s: len(records.get(s, [])) for s in SPLIT_NAMES}),
         "questions_by_phrasing_source": dg.MetadataValue.json(para_types)})
     yield dg.AssetCheckResult(check_name="no_leftover_or_missing_placeholder", passed=not bad,

@@ -2,14 +2,14 @@
 human review -> pools split 3:1 -> statistics. Library: ehrxqa_pipeline.paraphrase."""
 
 import hashlib
-import json
 
 import dagster as dg
 import polars as pl
 
-from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, LLM_POOL, ON_CHANGE
+from assets.metadata import records_metadata, table_metadata
 from assets.ingest import ingest_key
-from ehrxqa_pipeline import names
+from ehrxqa_pipeline import atomic, names
 from ehrxqa_pipeline.paraphrase import rules
 from ehrxqa_pipeline.paraphrase.generate import from_llm, prompts_for, rule_based
 from ehrxqa_pipeline.paraphrase.pools import build_pools, pool_problems, pool_sizes
@@ -25,7 +25,6 @@ VALIDATED_KEY = dg.AssetKey([G, "validated"])
 REVIEW_KEY = dg.AssetKey([G, "review"])
 POOLS_KEY = dg.AssetKey([G, "pools"])
 STATS_KEY = dg.AssetKey([G, "statistics"])
-LLM_POOL = "llm"
 # record values that must never reach a prompt (dates are caught by shape): ingest table -> columns
 VALUE_COLUMNS = {"patients": ("subject_id",), "admissions": ("hadm_id",), "icustays": ("stay_id",),
                  "cxr_metadata": ("dicom_id", "study_id"), "prescriptions": ("drug",)}
@@ -63,6 +62,12 @@ def record_values(con) -> tuple[ValueSet, list[str]]:
     return ValueSet.of(values), read
 
 
+def _dataset_rows(stats: dict) -> list[dict]:
+    """The statistics' scalar fields, one row per dataset (the asset's row count and column schema)."""
+    return [{"dataset": ds, **{k: v for k, v in d.items() if not isinstance(v, (dict, list))},
+             "paraphrases_per_template": d["paraphrases_per_template"]["mean"]} for ds, d in stats.items()]
+
+
 def _counts(llm: LLMResource) -> dict[str, int]:
     return {**PAPER_COUNTS, **llm.counts()}
 
@@ -87,13 +92,14 @@ def prompts(llm: LLMResource, warehouse: Warehouse):
                           "prompt_version": PROMPT_VERSION, "prompt": [texts[t.template_id] for t in templates]})
     with warehouse.connect() as con:
         _write(con, "prompts", frame)
+        stored = table_metadata(con, f"{G}.prompts")
         values, read = record_values(con)
     leaks = PrivacyGuard(values, exempt=scaffold_texts()).scan_all(texts)
     kinds = {}
     for leak in leaks:
         kinds[leak.kind] = kinds.get(leak.kind, 0) + 1
     yield dg.MaterializeResult(data_version=_version(frame), metadata={
-        "dagster/row_count": frame.height, "prompt_version": PROMPT_VERSION,
+        **stored, "prompt_version": PROMPT_VERSION,
         "templates_per_dataset": dg.MetadataValue.json(dict(frame.group_by("dataset").len().sort("dataset").rows()))})
     yield dg.AssetCheckResult(check_name="no_record_values", passed=not leaks,
                               description=f"{len(leaks)} record values in {len({x.key for x in leaks})} prompts; "
@@ -118,6 +124,8 @@ def candidates(context: dg.AssetExecutionContext, pipeline_config: PipelineConfi
     settings = pipeline_config.settings()
     templates = all_templates()
     client = llm.client(settings.seed)
+    context.log.info(f"generating paraphrase candidates for {len(templates)} templates with "
+                     f"{'the offline rule-based paraphraser' if client is None else 'the LLM endpoint'}")
     if client is None:
         frame, report = rule_based(templates, _counts(llm), settings.seed)
     else:
@@ -130,9 +138,10 @@ def candidates(context: dg.AssetExecutionContext, pipeline_config: PipelineConfi
                      f"{report.cache_hits} cache hits, {len(report.errors)} failed templates")
     with warehouse.connect() as con:
         _write(con, "candidates", frame)
+        stored = table_metadata(con, f"{G}.candidates")
     meta = report.as_metadata()
     yield dg.MaterializeResult(data_version=_version(frame), metadata={
-        "dagster/row_count": frame.height, **{k: dg.MetadataValue.json(v) if isinstance(v, dict) else v
+        **stored, **{k: dg.MetadataValue.json(v) if isinstance(v, dict) else v
                                               for k, v in meta.items()}})
     yield dg.AssetCheckResult(check_name="llm_requests_succeeded", passed=not report.errors,
                               severity=dg.AssetCheckSeverity.WARN,
@@ -146,7 +155,7 @@ def candidates(context: dg.AssetExecutionContext, pipeline_config: PipelineConfi
                       "ones in paraphrase.validated_rejected with a named reason. Includes reviewers' own accepted "
                       "phrasings from paraphrases/reviewed.csv. Source: paraphrase.candidates, the review file.",
           **COMMON)
-def validated(pipeline_config: PipelineConfig, warehouse: Warehouse):
+def validated(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
     from ehrxqa_pipeline.paraphrase import review
     from ehrxqa_pipeline.paraphrase.embed import Embedder
     from ehrxqa_pipeline.paraphrase.validate import MEANING_THRESHOLD, REASONS, validate
@@ -162,14 +171,20 @@ def validated(pipeline_config: PipelineConfig, warehouse: Warehouse):
     everything = pl.concat([cands.select("template_id", "rank", "text", "source"),
                             own.select("template_id", "rank", "text", "source")])
     embedder = Embedder(cache_path=settings.cache_dir / "embeddings.duckdb")
+    context.log.info(f"validating {everything.height} candidates ({own.height} reviewer phrasings) against "
+                     f"{len(all_templates())} templates")
     out = validate(all_templates(), everything, embedder)
     valid, rejected = out.filter(pl.col("valid")).drop("valid"), out.filter(~pl.col("valid")).drop("valid")
+    context.log.info(f"{valid.height} valid, {rejected.height} refused; {embedder.computed} embeddings computed")
     with warehouse.connect() as con:
+        con.execute("BEGIN TRANSACTION")
         _write(con, "validated", valid)
         _write(con, names.rejected("validated"), rejected)
+        con.execute("COMMIT")
+        stored = table_metadata(con, f"{G}.validated")
     reasons = dict(rejected.group_by("reason").len().iter_rows())
     return dg.MaterializeResult(data_version=_version(valid), metadata={
-        "dagster/row_count": valid.height, "rejected_rows": rejected.height,
+        **stored, "rejected_rows": rejected.height,
         "rejected_by_reason": dg.MetadataValue.json({r: int(reasons.get(r, 0)) for r in REASONS}),
         "meaning_threshold": MEANING_THRESHOLD, "reviewer_phrasings": own.height,
         "embeddings_computed": embedder.computed})
@@ -191,14 +206,14 @@ def review_state(pipeline_config: PipelineConfig, warehouse: Warehouse):
         cands = _read(con, "candidates")
         state = review.review_state(valid, reviews)
         _write(con, "review", state)
+        stored = table_metadata(con, f"{G}.review")
     queue = pipeline_config.settings().home / "paraphrase" / "review_queue.csv"
-    queue.parent.mkdir(parents=True, exist_ok=True)
-    queue.write_text(review.queue_csv(state))
+    atomic.write_text(queue, review.queue_csv(state))
     counts = {d: state.filter(pl.col("decision") == d).height for d in review.DECISIONS}
     seen = pl.concat([cands.select("template_id", "text"), valid.select("template_id", "text")])
     stale = review.orphans(reviews, seen)
     return dg.MaterializeResult(data_version=_version(state), metadata={
-        "dagster/row_count": state.height, **{f"decision/{k}": v for k, v in counts.items()},
+        **stored, **{f"decision/{k}": v for k, v in counts.items()},
         "review_rows_matching_nothing": stale.height, "review_file": dg.MetadataValue.path(str(path)),
         "review_queue": dg.MetadataValue.path(str(queue))})
 
@@ -222,11 +237,12 @@ def pools(warehouse: Warehouse):
         state = _read(con, "review")
         frame = build_pools(templates, state, require_review())
         _write(con, "pools", frame)
+        stored = table_metadata(con, f"{G}.pools")
     problems = pool_problems(templates, frame)
     sizes = pool_sizes(templates, frame)
     empty = sizes.filter(pl.col("total") == 0)["template_id"].to_list()
     yield dg.MaterializeResult(data_version=_version(frame), metadata={
-        "dagster/row_count": frame.height, "require_review": require_review(),
+        **stored, "require_review": require_review(),
         "mean_per_template": dg.MetadataValue.json(
             {ds: round(float(g["total"].mean()), 2) for (ds,), g in sizes.group_by("dataset")})})
     yield dg.AssetCheckResult(check_name="placeholders_match_template", passed=not problems["placeholders"],
@@ -254,10 +270,10 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
     stats = compute(all_templates(), frames["candidates"], checked, frames["review"], frames["pools"])
     md = render_markdown(stats)
     out = pipeline_config.settings().release_dir / "paraphrases"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "statistics.md").write_text(md)
-    (out / "statistics.json").write_text(json.dumps(stats, indent=2, sort_keys=True) + "\n")
-    return dg.MaterializeResult(metadata={"statistics": dg.MetadataValue.md(md),
+    atomic.write_text(out / "statistics.md", md)
+    atomic.write_json(out / "statistics.json", stats, sort_keys=True, ensure_ascii=True)
+    return dg.MaterializeResult(metadata={**records_metadata(_dataset_rows(stats)),
+                                          "statistics": dg.MetadataValue.md(md),
                                           "overall": dg.MetadataValue.json(stats)})
 
 

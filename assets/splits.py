@@ -3,6 +3,7 @@
 import dagster as dg
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.metadata import table_result
 from assets.cxr_cohort import GOLD_KEY, SILVER_KEY
 from assets.cxr_labels import LABEL_KEYS
 from assets.ingest import ingest_key
@@ -24,14 +25,15 @@ SPLITS_KEY = dg.AssetKey([names.SPLITS, "images"])
                       "the gold first-study images), view, sex, image path, CTR and MTR. Cohort images "
                       "without labels: splits.images_rejected. Source: cxr_cohort, cxr_labels, "
                       "ingest.patients, box files.")
-def split_images(pipeline_config: PipelineConfig, warehouse: Warehouse):
+def split_images(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
     with warehouse.connect() as con:
         out = build_splits(con, pipeline_config.settings().seed)
         leaks = patients_in_several_splits(con)
-    total = sum(v["images"] for v in out["per_split"].values())
-    yield dg.MaterializeResult(metadata={"dagster/row_count": total,
-                                         "per_split": dg.MetadataValue.json(out["per_split"]),
-                                         "rejected_no_labels": out["rejected_no_labels"]})
+        context.log.info(f"splits: {out['per_split']}; {out['rejected_no_labels']} cohort images without labels")
+        materialized = table_result(context, con, f"{names.SPLITS}.images", tables=[f"{names.SPLITS}.images_rejected"],
+                                    metadata={"per_split": dg.MetadataValue.json(out["per_split"]),
+                                              "rejected_no_labels": out["rejected_no_labels"]})
+    yield materialized
     yield dg.AssetCheckResult(check_name="patient_disjoint", passed=leaks == 0,
                               description=f"{leaks} patients appear in more than one split")
 

@@ -5,6 +5,17 @@ Targets (design.md section 4) are on a 2-core, 24 GiB machine. Usage:
     python -m benchmarks.run [--scales demo,full] [--stages generate,ingest] [--workdir DIR]
 Results are printed as a table and written to <workdir>/bench-results.json.
 
+Stages ``build`` and ``rebuild`` (``--e2e-scales``, default demo only) time the whole pipeline as a user runs
+it: ``ehrxqa build`` end to end from an empty EHRXQA_HOME (<workdir>/home-<scale>-e2e, on the generated
+source), then ``ehrxqa build --changed`` with nothing changed, which observes the sources, evaluates the
+automation conditions and should run nothing (design.md: "a rebuild with nothing changed runs nothing and
+takes seconds").
+
+Stage ``vqa_model`` (``benchmarks/vqa_bench.py``; needs the cxr stage's home and a source with JPEGs, so at
+``full`` scale it reports that it was skipped) times the reference VQA model: a default training run and
+training / inference images/s per batch size with decode vs model seconds, on CUDA when present; its numbers
+go to <workdir>/vqa-model-<scale>.json.
+
 Stage ``ehrxqa`` (needs the ehr_db stage's databases in <workdir>/home-<scale>) times the EHRXQA library
 directly, in one process: sampling every catalog template on the silver and on the gold database (paper
 caps, or ``--ehrxqa-caps TRAIN_VALID,TEST``), then NeuralSQL executor throughput with the oracle VQA module
@@ -23,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EHRXQA = str(Path(sys.executable).with_name("ehrxqa"))
+E2E = ("build", "rebuild")
 
 
 def run_stage(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
@@ -75,6 +87,7 @@ def stages(scale: str, work: Path, caps: str = "80,10") -> dict[str, tuple[list[
     env = {"EHRXQA_SOURCE_ROOT": str(source), "EHRXQA_HOME": str(home)}
     # Metadata-only full sources have no JPEGs; demo sources do.
     cxr_env = {**env, "EHRXQA_CHECK_IMAGES": "0" if scale == "full" else "1"}
+    e2e_env = {**cxr_env, "EHRXQA_HOME": str(work / f"home-{scale}-e2e")}
     return {
         "generate": (gen, {}),
         "ingest": ([EHRXQA, "build", "--select", "group:sources or group:ingest"], env),
@@ -84,13 +97,19 @@ def stages(scale: str, work: Path, caps: str = "80,10") -> dict[str, tuple[list[
         "ehr_db": ([EHRXQA, "build", "--select", "group:ehr_db"], cxr_env),
         "ehrxqa": ([sys.executable, "-m", "benchmarks.run", "--ehrxqa-home", str(home), "--ehrxqa-out",
                     str(work / f"ehrxqa-{scale}.json"), "--ehrxqa-caps", caps], {}),
+        # training / inference images/s per batch size, decode vs model (needs the cxr stage and JPEGs)
+        "vqa_model": ([sys.executable, "-m", "benchmarks.vqa_bench", "--home", str(home), "--source", str(source),
+                       "--out", str(work / f"vqa-model-{scale}.json")], {}),
+        "build": ([EHRXQA, "build"], e2e_env),  # every asset, from an empty home
+        "rebuild": ([EHRXQA, "build", "--changed"], e2e_env),  # nothing changed: runs nothing
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--scales", default="demo,full")
-    p.add_argument("--stages", default="generate,ingest,cxr,vqa,ehr_db,ehrxqa")
+    p.add_argument("--stages", default="generate,ingest,cxr,vqa,ehr_db,ehrxqa,vqa_model,build,rebuild")
+    p.add_argument("--e2e-scales", default="demo", help="scales at which the build and rebuild stages run")
     p.add_argument("--workdir", default=str(ROOT / "data" / "bench"))
     p.add_argument("--ehrxqa-caps", default="80,10", help="per-template TRAIN_VALID,TEST caps of stage ehrxqa")
     p.add_argument("--ehrxqa-home", help=argparse.SUPPRESS)  # set: run the ehrxqa stage's body (child process)
@@ -109,8 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         if "ingest" in args.stages.split(","):
             shutil.rmtree(work / f"home-{scale}", ignore_errors=True)
         for name, (cmd, env) in stages(scale, work, args.ehrxqa_caps).items():
-            if name not in args.stages.split(","):
+            if name not in args.stages.split(",") or (name in E2E and scale not in args.e2e_scales.split(",")):
                 continue
+            if name == "build":
+                shutil.rmtree(work / f"home-{scale}-e2e", ignore_errors=True)
             wall, rss, code = run_stage(cmd, env)
             results.append({"scale": scale, "stage": name, "seconds": round(wall, 1),
                             "peak_rss_gib": round(rss, 2), "exit_code": code})

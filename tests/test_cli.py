@@ -89,3 +89,36 @@ def test_validate_source_reports_broken_semantics(source_copy, capsys):
     (root / SEMANTICS_UMLS).write_text("{not json")
     assert main(["validate-source", str(root)]) == 1
     assert "label_to_UMLS_mapping.json" in capsys.readouterr().out
+
+
+def test_build_failure_names_file_column_and_fix(source_copy, tmp_path, monkeypatch, capsys):
+    """End to end through `ehrxqa build`: a source file without a required column fails its ingestion step,
+    and the summary shows the library's message (file, column, fix), not Dagster's wrapper."""
+    root, _ = source_copy
+    _drop_column(resolve(root, "patients"))
+    for name, value in (("EHRXQA_HOME", tmp_path / "home"), ("EHRXQA_SOURCE_ROOT", root),
+                        ("DAGSTER_HOME", tmp_path / "home" / "dagster"), ("EHRXQA_SEED", "0")):
+        monkeypatch.setenv(name, str(value))  # restored afterwards: the command exports them for its steps
+    assert main(["build", "--select", "key:ingest/patients"]) == 1
+    out = capsys.readouterr().out
+    failed = [line for line in out.splitlines() if "FAILED step ingest__patients" in line]
+    assert failed, out[-2000:]
+    assert "patients.csv" in failed[0] and "'dod'" in failed[0] and "Fix:" in failed[0], failed[0]
+    assert "dagster._core" not in failed[0]
+    assert out.rstrip().endswith("build FAILED")
+
+
+def test_instance_pools_have_explicit_limits(tmp_path):
+    import dagster as dg
+    import yaml
+
+    from ehrxqa_pipeline.cli import DAGSTER_YAML
+    from ehrxqa_pipeline.cli.instance import POOL_LIMITS, configure_pools
+
+    assert yaml.safe_load(DAGSTER_YAML)["concurrency"]["pools"]["default_limit"] == 1
+    assert POOL_LIMITS == {"duckdb": 1, "gpu": 1, "llm": 1}
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        configure_pools(instance)
+        configure_pools(instance)  # idempotent
+        for pool, limit in POOL_LIMITS.items():
+            assert instance.event_log_storage.get_concurrency_info(pool).slot_count == limit

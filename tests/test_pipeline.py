@@ -1,94 +1,243 @@
-"""The Dagster layer end to end on a small synthetic source, on a real (temporary) instance:
-build, all contract checks green, quarantine counts equal the planted ones, and change-driven re-runs."""
+"""The Dagster layer end to end on a small synthetic source, on a real (temporary) instance: one full build,
+all checks green, quarantine counts equal the planted ones; then, on that same instance and in this order,
+change-driven re-runs over the whole graph, each replayed tick by tick with the automation conditions:
+a source table edit, a gold label edit, a prompt version edit, a code version bump, a no-change rebuild,
+and a failed blocking check that stops everything downstream."""
 
 import dagster as dg
 import pytest
 
 from assets.automation import ON_CHANGE
 from assets.ehrxqa import sampling_run_config
-from ehrxqa_pipeline.cli.build import build
+from ehrxqa_pipeline.cli.build import build, materialize
 from ehrxqa_pipeline.config import Settings
 from ehrxqa_pipeline.definitions import defs
 from ehrxqa_pipeline.sources.readers import resolve
 from tests.textfiles import edit
 
-
 # EHRXQA sampling at full caps takes minutes; these tests are about the graph, not the dataset size.
 SMALL_EHRXQA = sampling_run_config(train_valid_cap=2, test_cap=1, patience=10, workers=1)
+K = dg.AssetKey
 
 
-def _requested(result, graph) -> set[str]:
+@dg.asset(key=["downstream", "of_patients"], deps=[K(["ingest", "patients"])], automation_condition=ON_CHANGE,
+          code_version="1", owners=["team:ehrxqa"], kinds={"python"},
+          description="Grain: nothing; a test asset. Source: ingest.patients.")
+def of_patients() -> None:
+    return None
+
+
+TEST_DEFS = dg.Definitions.merge(defs, dg.Definitions(assets=[of_patients]))
+GRAPH = TEST_DEFS.resolve_asset_graph()
+
+
+def names(keys) -> set[str]:
+    return {k.to_user_string() for k in keys}
+
+
+def descendants(key: dg.AssetKey) -> set[str]:
+    out, todo = set(), [key]
+    while todo:
+        for child in GRAPH.get(todo.pop()).child_keys:
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return names(out)
+
+
+def children(changed: set[str], done: set[str] = frozenset()) -> set[str]:
+    """What the automation conditions must request after ``changed`` got new data versions in a tick that
+    materialized ``done``: their children, except those that tick already materialized after them (runs go in
+    dependency order), with the assets each is materialized together with (one multi-asset step)."""
+    kids = {c for k in changed for c in GRAPH.get(K.from_user_string(k)).child_keys
+            if c in GRAPH.materializable_asset_keys and c.to_user_string() not in done}
+    return names(x for c in kids for x in GRAPH.get(c).execution_set_asset_keys)
+
+
+def requested(result, graph=GRAPH) -> set[str]:
     return {k.to_user_string() for k in graph.materializable_asset_keys if result.get_num_requested(k)}
 
 
-@pytest.fixture
-def env(source_copy, tmp_path, monkeypatch):
-    root, manifest = source_copy
-    monkeypatch.setenv("EHRXQA_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("EHRXQA_SOURCE_ROOT", str(root))
-    monkeypatch.setenv("EHRXQA_CHECK_IMAGES", "0")  # this source has no JPEGs
-    (tmp_path / "dagster").mkdir()
-    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
-        yield Settings.resolve(), instance, root, manifest
+def data_versions(instance) -> dict[str, str | None]:
+    out = {}
+    for key in GRAPH.materializable_asset_keys:
+        event = instance.get_latest_materialization_event(key)
+        out[key.to_user_string()] = event.asset_materialization.tags.get("dagster/data_version") if event else None
+    return out
 
 
-def test_build_then_change_driven_rerun(env):
-    settings, instance, root, manifest = env
-    summary = build(settings, instance=instance, run_config=SMALL_EHRXQA)
+def cascade(instance, settings, cursor, graph_defs=TEST_DEFS) -> tuple[list[set[str]], set[str], object]:
+    """Tick by tick: evaluate the automation conditions, materialize exactly what they request, until nothing
+    is due. Returns the requested set of every tick, the assets whose data version changed, the cursor. Each
+    tick after the first must request exactly the children of what changed in the previous one."""
+    ticks, changed_all, changed = [], set(), None
+    for _ in range(30):
+        result = dg.evaluate_automation_conditions(defs=graph_defs, instance=instance, cursor=cursor)
+        cursor, due = result.cursor, requested(result)
+        if changed is not None:
+            assert due == children(changed, ticks[-1]), (ticks, changed, due)
+        if not due:
+            return ticks, changed_all, cursor
+        ticks.append(due)
+        before = data_versions(instance)
+        summary = materialize([K.from_user_string(k) for k in due], instance, defs=graph_defs, run_config=SMALL_EHRXQA)
+        assert summary.success, summary.failures
+        after = data_versions(instance)
+        changed = {k for k in after if after[k] != before[k]}
+        changed_all |= changed
+    raise AssertionError(f"no fixed point after 30 ticks: {ticks}")
+
+
+@pytest.fixture(scope="module")
+def built(small_source, tmp_path_factory):
+    import shutil
+
+    tmp = tmp_path_factory.mktemp("pipeline")
+    root, manifest = small_source
+    shutil.copytree(root, tmp / "source")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("EHRXQA_HOME", str(tmp / "home"))
+    mp.setenv("EHRXQA_SOURCE_ROOT", str(tmp / "source"))
+    mp.setenv("EHRXQA_CHECK_IMAGES", "0")  # this source has no JPEGs
+    (tmp / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
+        settings = Settings.resolve()
+        summary = build(settings, instance=instance, defs=TEST_DEFS, run_config=SMALL_EHRXQA)
+        yield settings, instance, tmp / "source", manifest, summary
+    mp.undo()
+
+
+def observe(settings, instance) -> None:
+    assert build(settings, select="group:sources", instance=instance, defs=TEST_DEFS).success
+
+
+def test_full_build_green(built):
+    settings, instance, root, manifest, summary = built
     assert summary.success, summary.failures
     assert {k for k in summary.materialized if k.startswith("ingest/")} == {f"ingest/{t}" for t in manifest["rows"]}
     assert summary.checks and all(c[2] for c in summary.checks), [c for c in summary.checks if not c[2]]
     assert summary.materialized["ingest/admissions"]["rejected_rows"] == \
         manifest["planted"]["ehr"]["admissions_dischtime_before_admittime"]
+    assert requested(dg.evaluate_automation_conditions(defs=TEST_DEFS, instance=instance)) == set()
+    # every table-backed asset reports its row count and column schema
+    meta = instance.get_latest_materialization_event(K(["cxr_labels", "gold"])).asset_materialization.metadata
+    assert meta["dagster/row_count"].value > 0
+    assert {c.name for c in meta["dagster/column_schema"].schema.columns} == {"image_id", "object", "attribute"}
 
-    graph = defs.resolve_asset_graph()
-    first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
-    assert _requested(first, graph) == set()
 
-    # Change one source file: only its ingestion asset is requested.
+def test_no_change_rebuild_runs_nothing(built):
+    settings, instance, *_ = built
+    summary = build(settings, instance=instance, defs=TEST_DEFS, changed=True)
+    assert summary.success and summary.materialized == {}, summary.materialized
+
+
+def test_source_table_edit_rebuilds_its_downstream(built):
+    """`build --changed` after editing d_labitems: its ingestion, the two databases, and what follows them."""
+    settings, instance, root, *_ = built
     edit(resolve(root, "d_labitems"), lambda text: text.replace("Glucose", "Glucose (edited)", 1))
-    assert build(settings, select="group:sources", instance=instance).success  # observe only
-    second = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
-    assert _requested(second, graph) == {"ingest/d_labitems"}
-
-    assert build(settings, select="key:ingest/d_labitems", instance=instance).success
-    # New content in ingest.d_labitems: exactly its downstream assets are due next, nothing else.
-    third = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=second.cursor)
-    downstream = {k.to_user_string() for k in graph.materializable_asset_keys
-                  if dg.AssetKey(["ingest", "d_labitems"]) in graph.get(k).parent_keys}
-    assert downstream == {"ehr_db/silver", "ehr_db/gold"}
-    assert _requested(third, graph) == downstream
-    # ... and the EHRXQA questions drawn from the databases (and their statistics / release) after them.
-    assert build(settings, select="group:ehr_db or group:ehrxqa or key:release/ehrxqa", instance=instance,
-                 run_config=SMALL_EHRXQA).success
-    fourth = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=third.cursor)
-    assert _requested(fourth, graph) == set()
+    summary = build(settings, instance=instance, defs=TEST_DEFS, changed=True, run_config=SMALL_EHRXQA)
+    assert summary.success, summary.failures
+    done = {k.split("[")[0] for k in summary.materialized}  # without the partition
+    assert {"ingest/d_labitems", "ehr_db/silver", "ehr_db/gold"} <= done
+    assert done <= descendants(K(["sources", "d_labitems"])), done - descendants(K(["sources", "d_labitems"]))
+    assert build(settings, instance=instance, defs=TEST_DEFS, changed=True).materialized == {}
 
 
-def test_failed_blocking_check_stops_downstream(env):
-    settings, instance, root, manifest = env
+def test_gold_label_edit_rebuilds_only_gold_dependents(built):
+    settings, instance, root, *_ = built
+    import duckdb
 
-    @dg.asset(key=["downstream", "of_patients"], deps=[dg.AssetKey(["ingest", "patients"])],
-              automation_condition=ON_CHANGE, code_version="1")
-    def of_patients() -> None:
-        return None
+    baseline = dg.evaluate_automation_conditions(defs=TEST_DEFS, instance=instance)
+    assert requested(baseline) == set()
+    # A new affirmed, last-sentence relation for one gold image and a possible pair it does not have yet.
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        row = con.execute("""
+            SELECT r.patient_id, r.study_id, r.image_id, p.object, p.attribute, p.category
+            FROM (SELECT DISTINCT patient_id, study_id, image_id FROM ingest.gold_relations) r
+            JOIN cxr_labels.gold_images g ON g.image_id = replace(r.image_id, '.dcm', '')
+            CROSS JOIN cxr_labels.pairs p
+            WHERE NOT EXISTS (SELECT 1 FROM cxr_labels.gold l WHERE l.image_id = g.image_id
+                              AND l.object = p.object AND l.attribute = p.attribute)
+            ORDER BY r.image_id, p.object, p.attribute LIMIT 1""").fetchone()
+    patient, study, image, obj, attr, category = row
+    line = "\t".join(map(str, (patient, study, image, f"{image[:-4]}|99", "99.0", obj, 1, attr, category,
+                               f"{study}|{obj}|1|{attr}")))
+    edit(resolve(root, "gold_relations"), lambda text: text.rstrip("\n") + "\n" + line + "\n")
+    observe(settings, instance)
+    ticks, changed, _ = cascade(instance, settings, baseline.cursor)
+    assert ticks[0] == {"ingest/gold_relations"}
+    rerun = set().union(*ticks)
+    gold = descendants(K(["sources", "gold_relations"]))
+    assert rerun <= gold, rerun - gold
+    assert {"cxr_labels/gold", "mimic_cxr_vqa/questions", "release/mimic_cxr_vqa"} <= changed
+    # the silver labels never re-ran: the cascade stopped where a data version did not change (the cohort
+    # table, re-materialized with the gold one by the same step, kept its content)
+    assert "cxr_labels/silver" in gold and "cxr_labels/silver" not in rerun
+    assert not changed & {"cxr_cohort/image_rules", "cxr_cohort/silver"}
 
-    full = dg.Definitions.merge(defs, dg.Definitions(assets=[of_patients]))
-    assert build(settings, instance=instance, defs=full, run_config=SMALL_EHRXQA).success
-    graph = full.resolve_asset_graph()
-    first = dg.evaluate_automation_conditions(defs=full, instance=instance)
-    assert _requested(first, graph) == set()
+
+def test_prompt_version_edit_reruns_only_paraphrasing_and_after(built, monkeypatch):
+    """PROMPT_VERSION reaches Dagster through the code versions of paraphrase/prompts and /candidates (and the
+    prompts' content): editing it is replayed here as those code versions changing."""
+    import assets.paraphrase as para
+
+    settings, instance, *_ = built
+    baseline = dg.evaluate_automation_conditions(defs=TEST_DEFS, instance=instance)
+    old, new = para.PROMPT_VERSION, para.PROMPT_VERSION + "-edited"
+    monkeypatch.setattr(para, "PROMPT_VERSION", new)  # the prompts table records the version it was made with
+    edited = _with_code_versions(
+        lambda key, cv: cv.replace(old, new) if key in (para.PROMPTS_KEY, para.CANDIDATES_KEY) else cv)
+    graph = edited.resolve_asset_graph()
+    assert graph.get(para.PROMPTS_KEY).code_version.endswith(new)
+    ticks, _, _ = cascade(instance, settings, baseline.cursor, edited)
+    assert ticks[0] == {"paraphrase/prompts", "paraphrase/candidates"}
+    rerun = set().union(*ticks)
+    assert rerun <= {"paraphrase/prompts"} | descendants(para.PROMPTS_KEY)
+    _EDITED["defs"] = edited
+
+
+def test_code_version_bump_reruns_the_asset_then_its_downstream(built):
+    settings, instance, *_ = built
+    base = _EDITED.get("defs", TEST_DEFS)
+    baseline = dg.evaluate_automation_conditions(defs=base, instance=instance)
+    assert requested(baseline) == set()
+    key = K(["mimic_cxr_vqa", "questions"])
+    bumped = _with_code_versions(lambda k, cv: cv + "-bumped" if k == key else cv, base)
+    ticks, _, _ = cascade(instance, settings, baseline.cursor, bumped)
+    assert ticks[0] == {"mimic_cxr_vqa/questions"}
+    assert ticks[1] == children({"mimic_cxr_vqa/questions"}, ticks[0])  # its data version holds its code version
+    assert set().union(*ticks) <= {"mimic_cxr_vqa/questions"} | descendants(key)
+    _EDITED["defs"] = bumped
+
+
+def test_failed_blocking_check_stops_downstream(built):
+    settings, instance, root, *_ = built
+    current = _EDITED.get("defs", TEST_DEFS)
+    first = dg.evaluate_automation_conditions(defs=current, instance=instance)
+    assert requested(first) == set()
 
     # Break the contract: every patient's gender becomes 'U' -> everything quarantined -> blocking failure.
     def breaker(text):
         lines = text.splitlines()
         return "\n".join([lines[0]] + [",".join([l.split(",")[0], "U", *l.split(",")[2:]]) for l in lines[1:]]) + "\n"
     edit(resolve(root, "patients"), breaker)
-    assert build(settings, select="group:sources", instance=instance).success
-    second = dg.evaluate_automation_conditions(defs=full, instance=instance, cursor=first.cursor)
-    assert _requested(second, graph) == {"ingest/patients"}
-    broken = build(settings, select="key:ingest/patients", instance=instance, defs=full)
-    assert not broken.success or any(not c[2] for c in broken.checks)
+    observe(settings, instance)
+    second = dg.evaluate_automation_conditions(defs=current, instance=instance, cursor=first.cursor)
+    assert requested(second) == {"ingest/patients"}
+    broken = build(settings, select="key:ingest/patients", instance=instance, defs=current)
     assert ("ingest/patients", "quarantine", False) in {(c[0], c[1], c[2]) for c in broken.checks}
-    third = dg.evaluate_automation_conditions(defs=full, instance=instance, cursor=second.cursor)
-    assert "downstream/of_patients" not in _requested(third, graph)
+    third = dg.evaluate_automation_conditions(defs=current, instance=instance, cursor=second.cursor)
+    assert "downstream/of_patients" in descendants(K(["ingest", "patients"]))
+    assert not requested(third) & descendants(K(["ingest", "patients"])), requested(third)
+
+
+_EDITED: dict = {}  # the definitions the previous scenario left the instance at (code versions changed)
+
+
+def _with_code_versions(fn, base: dg.Definitions = TEST_DEFS) -> dg.Definitions:
+    """``base`` with each asset's code version replaced by ``fn(key, code_version)``."""
+    assets = [a.map_asset_specs(lambda spec: spec.replace_attributes(code_version=fn(spec.key, spec.code_version)))
+              if isinstance(a, dg.AssetsDefinition) and a.is_executable and not a.is_observable else a
+              for a in base.assets]
+    return dg.Definitions(assets=assets, asset_checks=base.asset_checks, schedules=base.schedules,
+                          sensors=base.sensors, resources=base.resources, executor=base.executor)

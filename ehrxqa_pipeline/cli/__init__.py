@@ -17,7 +17,9 @@ telemetry:
   enabled: false
 concurrency:
   pools:
-    default_limit: 1   # duckdb (single writer), gpu, llm: one step at a time across runs
+    default_limit: 1   # any pool without its own limit: one step at a time across runs
+# The pools `duckdb` (single writer), `gpu` and `llm` get explicit limits of 1 in the instance database
+# (ehrxqa_pipeline/cli/instance.py POOL_LIMITS); change them with `dagster instance concurrency set POOL N`.
 """
 
 
@@ -30,7 +32,9 @@ def prepare_instance(settings: Settings) -> None:
     settings.dagster_home.mkdir(parents=True, exist_ok=True)
     cfg = settings.dagster_home / "dagster.yaml"
     if not cfg.exists():
-        cfg.write_text(DAGSTER_YAML)
+        from ehrxqa_pipeline.atomic import write_text
+
+        write_text(cfg, DAGSTER_YAML)
     os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
     os.environ[HOME_ENV] = str(settings.home)
     os.environ[SEED_ENV] = str(settings.seed)
@@ -78,13 +82,26 @@ def cmd_validate_source(args) -> int:
     return 0 if report.ok else 1
 
 
+def _configure_pools() -> None:
+    import dagster as dg
+
+    from ehrxqa_pipeline.cli.instance import configure_pools
+
+    with dg.DagsterInstance.get() as instance:
+        configure_pools(instance)
+
+
 def cmd_build(args) -> int:
     from ehrxqa_pipeline.cli.build import build, format_summary
 
+    if args.changed and args.select:
+        print("error: --changed materializes what changed anywhere; it takes no --select", file=sys.stderr)
+        return 2
     settings = _settings(args)
     prepare_instance(settings)
+    _configure_pools()
     ensure_source(settings)
-    summary = build(settings, select=args.select)
+    summary = build(settings, select=args.select, changed=args.changed)
     print(format_summary(summary, settings))
     return 0 if summary.success else 1
 
@@ -92,6 +109,7 @@ def cmd_build(args) -> int:
 def cmd_dev(args) -> int:
     settings = _settings(args)
     prepare_instance(settings)
+    _configure_pools()
     ensure_source(settings)
     exe = Path(sys.executable).with_name("dagster")
     argv = [str(exe), "dev", "-w", "workspace.yaml", "--host", args.host, "--port", str(args.port)]
@@ -120,6 +138,9 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="materialize assets into the instance under EHRXQA_HOME")
     b.add_argument("--select", default=None, help="Dagster asset selection, e.g. 'group:ingest' or "
                    "'key:ingest/patients+'")
+    b.add_argument("--changed", action="store_true", help="materialize only what changed since the last "
+                   "build (source files, code versions, upstream data; what the automation sensor would run), "
+                   "until nothing is due; with nothing changed it runs nothing")
     b.set_defaults(func=cmd_build)
 
     u = sub.add_parser("dev", help="open the Dagster UI on the persistent instance")

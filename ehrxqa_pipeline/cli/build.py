@@ -1,4 +1,5 @@
-"""`ehrxqa build`: observe the sources, then materialize a selection in process on the persistent instance."""
+"""`ehrxqa build`: observe the sources, then materialize a selection (or, with --changed, what the automation
+conditions request) in process on the persistent instance."""
 
 from __future__ import annotations
 
@@ -34,10 +35,14 @@ def _root_cause(error) -> str:
     """The innermost error message: the user's problem, not Dagster's wrapper around it."""
     while getattr(error, "cause", None) is not None:
         error = error.cause
-    return error.message.strip()
+    message = error.message.strip()
+    if error.cls_name == "Failure":  # raised on purpose with the file, column and fix: the text is the message
+        message = message.split(": ", 1)[-1] if message.startswith("dagster.") else message
+    return message
 
 
 def _step_failures(result, partition: str | None = None) -> list[str]:
+    """One line per failed step: step key, partition, and the root cause's message."""
     where = f"[{partition}]" if partition else ""
     return [f"{e.step_key}{where}: {_root_cause(e.event_specific_data.error)}"
             for e in result.all_events if e.is_step_failure]
@@ -56,9 +61,9 @@ def _stages(defs: dg.Definitions, targets: list[dg.AssetKey]) -> list[list[dg.As
         for parent in graph.get(key).parent_keys:
             if parent in stage:
                 same = (graph.get(parent).partitions_def is not None) == partitioned
-                level = max(level, stage[parent] + (0 if same else 1))
-        stage[key] = level
-    return [[k for k in targets if stage[k] == lvl] for lvl in sorted(set(stage.values()))]
+                level = max(level, stage[parent][0] + (0 if same else 1))
+        stage[key] = (level, partitioned)  # unrelated assets of one level may differ: separate stages
+    return [[k for k in targets if stage[k] == s] for s in sorted(set(stage.values()))]
 
 
 def _stage_config(base: dict, op_config: dict, stage: list[dg.AssetKey]) -> dict:
@@ -70,47 +75,129 @@ def _stage_config(base: dict, op_config: dict, stage: list[dg.AssetKey]) -> dict
 
 
 def build(settings: Settings, select: str | None = None, instance: dg.DagsterInstance | None = None,
-          defs: dg.Definitions | None = None, run_config: dict | None = None) -> BuildSummary:
+          defs: dg.Definitions | None = None, run_config: dict | None = None, changed: bool = False,
+          log=print) -> BuildSummary:
     """Run on ``instance`` (default: the one under DAGSTER_HOME, see ``prepare_instance``). ``run_config``:
-    ``{"ops": {op name: {"config": ...}}}`` for configurable assets, e.g. smaller EHRXQA caps in tests."""
+    ``{"ops": {op name: {"config": ...}}}`` for configurable assets, e.g. smaller EHRXQA caps in tests.
+
+    ``changed``: after observing the sources, materialize only what the assets' automation conditions
+    request (a source or code version changed, an upstream data version changed, or missing), round after
+    round until nothing is due: what the automation sensor would do, in one command. With nothing changed
+    it runs nothing. A full build (no ``select``) records the point from which ``changed`` looks."""
+    from ehrxqa_pipeline.cli.instance import recover_interrupted
+
     if defs is None:
         from ehrxqa_pipeline.definitions import defs
     start = time.perf_counter()
     targets, sources = _selection(defs, select)
     job = defs.resolve_implicit_global_asset_job_def()
-    quiet = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}  # step events, not engine chatter
-    op_config = dict((run_config or {}).get("ops", {}))
+    runner = _Runner(defs, job, dict((run_config or {}).get("ops", {})))
     with (nullcontext(instance) if instance is not None else dg.DagsterInstance.get()) as instance:
+        recover_interrupted(instance, log=log)
         # Observing records each source file's content hash, so later changes are detected.
-        observed = job.execute_in_process(instance=instance, asset_selection=sources, raise_on_error=False,
-                                          run_config=quiet)
-        failures = _step_failures(observed)
-        results = []
-        graph = defs.resolve_asset_graph()
-        for stage in _stages(defs, targets) if observed.success else []:
-            pdef = graph.get(stage[0]).partitions_def
-            keys = pdef.get_partition_keys(dynamic_partitions_store=instance) if pdef else [None]
+        observed = runner.run(instance, sources, None)
+        if observed.success and changed:
+            runner.run_changed(instance)
+        elif observed.success:
+            runner.run_stages(instance, targets)
+            if select is None and runner.ok:
+                _save_evaluation(defs, instance)
+    return runner.summary(observed, time.perf_counter() - start)
+
+
+def materialize(keys: list[dg.AssetKey], instance: dg.DagsterInstance, defs: dg.Definitions | None = None,
+                run_config: dict | None = None) -> BuildSummary:
+    """Materialize ``keys`` (and their checks) in stages, without observing the sources first: one round of
+    what the automation conditions requested, as the tests replay it."""
+    if defs is None:
+        from ehrxqa_pipeline.definitions import defs
+    start = time.perf_counter()
+    runner = _Runner(defs, defs.resolve_implicit_global_asset_job_def(), dict((run_config or {}).get("ops", {})))
+    runner.run_stages(instance, sorted(keys))
+    return runner.summary(None, time.perf_counter() - start)
+
+
+def _save_evaluation(defs: dg.Definitions, instance: dg.DagsterInstance) -> None:
+    """After a full build: the point from which `build --changed` looks for changes."""
+    from ehrxqa_pipeline.cli.instance import save_cursor
+
+    save_cursor(instance, dg.evaluate_automation_conditions(defs=defs, instance=instance).cursor)
+
+
+class _Runner:
+    """Executes stages of asset keys in process, one run per stage (and partition), stopping at a failure."""
+
+    MAX_ROUNDS = 100  # automation requests one level of the graph per round; the graph is ~15 deep
+
+    def __init__(self, defs: dg.Definitions, job, op_config: dict):
+        self.defs, self.job, self.op_config = defs, job, op_config
+        self.graph = defs.resolve_asset_graph()
+        self.results: list = []  # one per stage run (and partition), in order
+        self.partitions: list[str | None] = []
+
+    @property
+    def ok(self) -> bool:
+        return all(r.success for r in self.results)
+
+    def summary(self, observed, seconds: float) -> BuildSummary:
+        runs = ([(observed, None)] if observed is not None else []) + list(zip(self.results, self.partitions))
+        summary = BuildSummary(success=all(r.success for r, _ in runs), seconds=seconds,
+                               failures=[f for r, p in runs for f in _step_failures(r, p)])
+        for result in self.results:
+            for m in result.get_asset_materialization_events():
+                mat = m.materialization
+                key = mat.asset_key.to_user_string() + (f"[{mat.partition}]" if mat.partition else "")
+                summary.materialized[key] = {
+                    k: getattr(v, "value", v) for k, v in mat.metadata.items()
+                    if k in ("dagster/row_count", "rejected_rows")}
+            for ev in result.get_asset_check_evaluations():
+                summary.checks.append((ev.asset_key.to_user_string(), ev.check_name, ev.passed,
+                                       ev.description or ""))
+        return summary
+
+    def run(self, instance, stage: list[dg.AssetKey], partition: str | None):
+        from ehrxqa_pipeline.cli.instance import run_tags
+
+        quiet = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}  # step events, not engine chatter
+        return self.job.execute_in_process(instance=instance, asset_selection=stage, partition_key=partition,
+                                           raise_on_error=False, tags=run_tags(),
+                                           run_config=_stage_config(quiet, self.op_config, stage))
+
+    def run_stages(self, instance, targets: list[dg.AssetKey], partitions: dict | None = None) -> None:
+        """Every stage of ``targets`` in dependency order; partitioned stages per partition (those in
+        ``partitions`` when given, else all)."""
+        for stage in _stages(self.defs, targets):
+            pdef = self.graph.get(stage[0]).partitions_def
+            if pdef is None:
+                keys = [None]
+            elif partitions is not None:
+                keys = sorted({p for k in stage for p in partitions.get(k, ()) if p is not None})
+            else:
+                keys = pdef.get_partition_keys(dynamic_partitions_store=instance)
             for partition in keys:
-                result = job.execute_in_process(instance=instance, asset_selection=stage, partition_key=partition,
-                                                raise_on_error=False,
-                                                run_config=_stage_config(quiet, op_config, stage))
-                results.append(result)
-                failures += _step_failures(result, partition)
-            if not all(r.success for r in results):
-                break  # later stages depend on this one
-    summary = BuildSummary(success=observed.success and all(r.success for r in results),
-                           seconds=time.perf_counter() - start, failures=failures)
-    for result in results:
-        for m in result.get_asset_materialization_events():
-            mat = m.materialization
-            key = mat.asset_key.to_user_string() + (f"[{mat.partition}]" if mat.partition else "")
-            summary.materialized[key] = {
-                k: getattr(v, "value", v) for k, v in mat.metadata.items()
-                if k in ("dagster/row_count", "rejected_rows")}
-        for ev in result.get_asset_check_evaluations():
-            summary.checks.append((ev.asset_key.to_user_string(), ev.check_name, ev.passed,
-                                   ev.description or ""))
-    return summary
+                self.results.append(self.run(instance, stage, partition))
+                self.partitions.append(partition)
+            if not self.ok:
+                return  # later stages depend on this one
+
+    def run_changed(self, instance) -> None:
+        """Evaluate the automation conditions and materialize what they request until nothing is due. The
+        cursor is saved after each round that succeeded, so a failed or killed round is requested again."""
+        from ehrxqa_pipeline.cli.instance import load_cursor, save_cursor
+
+        cursor = load_cursor(instance)
+        for _ in range(self.MAX_ROUNDS):
+            evaluation = dg.evaluate_automation_conditions(defs=self.defs, instance=instance, cursor=cursor)
+            requested = {k: evaluation.get_requested_partitions(k) for k in self.graph.materializable_asset_keys
+                         if evaluation.get_num_requested(k)}
+            if requested:
+                self.run_stages(instance, sorted(requested), requested)
+            if not self.ok:
+                return
+            cursor = evaluation.cursor
+            save_cursor(instance, cursor)
+            if not requested:
+                return
 
 
 def format_summary(s: BuildSummary, settings: Settings) -> str:
@@ -130,5 +217,9 @@ def format_summary(s: BuildSummary, settings: Settings) -> str:
     if settings.release_dir.exists():
         lines.append(f"release:   {settings.release_dir}  ("
                      + ", ".join(sorted(p.name for p in settings.release_dir.iterdir() if p.is_dir())) + ")")
+        for name, what in (("manifest.json", "SHA-256 of every release file, source and code versions, seed"),
+                           ("datasheet.md", "the paper's datasheet answered for this build")):
+            if (settings.release_dir / name).is_file():
+                lines.append(f"           {settings.release_dir / name}  ({what})")
     lines.append("build " + ("succeeded" if s.success else "FAILED"))
     return "\n".join(lines)

@@ -20,7 +20,6 @@ Each file is written under a temporary name and renamed into place, so a failure
 from __future__ import annotations
 
 import hashlib
-import os
 import sqlite3
 import uuid
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import duckdb
 
+from ehrxqa_pipeline.atomic import replacing
 from ehrxqa_pipeline.ehr.config import DB_NAME
 from ehrxqa_pipeline.ehr.ddl import ANSWER_TABLE, TABLES, Table, create_sql, index_sql, select_sql
 
@@ -60,37 +60,33 @@ def export_database(con: duckdb.DuckDBPyConnection, schema: str, answers_schema:
 
 def write_duckdb(con: duckdb.DuckDBPyConnection, schema: str, tables: tuple[Table, ...], path: Path) -> dict:
     """A DuckDB file with the declared DDL, filled from ``schema``; returns rows per table."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     alias = f"_export_{uuid.uuid4().hex[:8]}"
     rows = {}
-    con.execute(f"ATTACH '{tmp}' AS {alias}")
-    try:
-        previous = con.execute("SELECT current_database(), current_schema()").fetchone()
-        con.execute(f"USE {alias}.main")  # unqualified FOREIGN KEY targets resolve inside the new file
+    with replacing(path) as tmp:
+        con.execute(f"ATTACH '{tmp}' AS {alias}")
         try:
-            for table in tables:
-                con.execute(create_sql(table, "duckdb"))
-                source = f'"{previous[0]}".{schema}.{table.name}'
-                con.execute(f"INSERT INTO {table.name} {select_sql(table, source, 'duckdb')}")
-                rows[table.name] = _count(con, table.name)
+            previous = con.execute("SELECT current_database(), current_schema()").fetchone()
+            con.execute(f"USE {alias}.main")  # unqualified FOREIGN KEY targets resolve inside the new file
+            try:
+                for table in tables:
+                    con.execute(create_sql(table, "duckdb"))
+                    source = f'"{previous[0]}".{schema}.{table.name}'
+                    con.execute(f"INSERT INTO {table.name} {select_sql(table, source, 'duckdb')}")
+                    rows[table.name] = _count(con, table.name)
+            finally:
+                con.execute(f'USE "{previous[0]}"."{previous[1]}"')
         finally:
-            con.execute(f'USE "{previous[0]}"."{previous[1]}"')
-        con.execute(f"DETACH {alias}")
-        os.replace(tmp, path)
-    except BaseException:
-        con.execute(f"DETACH DATABASE IF EXISTS {alias}")
-        tmp.unlink(missing_ok=True)
-        raise
-    finally:
-        Path(f"{tmp}.wal").unlink(missing_ok=True)
+            con.execute(f"DETACH DATABASE IF EXISTS {alias}")
     return rows
 
 
 def write_sqlite(con: duckdb.DuckDBPyConnection, schema: str, tables: tuple[Table, ...], path: Path) -> None:
     """A SQLite file with the declared DDL (keys enforced while loading), filled from ``schema``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    with replacing(path) as tmp:
+        _fill_sqlite(con, schema, tables, tmp, path.name)
+
+
+def _fill_sqlite(con: duckdb.DuckDBPyConnection, schema: str, tables: tuple[Table, ...], tmp: Path, name: str) -> None:
     db = sqlite3.connect(tmp)
     try:
         db.execute("PRAGMA journal_mode=OFF")
@@ -110,13 +106,9 @@ def write_sqlite(con: duckdb.DuckDBPyConnection, schema: str, tables: tuple[Tabl
             cur.close()
         db.commit()
         if bad := db.execute("PRAGMA foreign_key_check").fetchall():
-            raise ValueError(f"{path.name}: {len(bad)} foreign-key violations, first {bad[:3]}")
+            raise ValueError(f"{name}: {len(bad)} foreign-key violations, first {bad[:3]}")
+    finally:
         db.close()
-        os.replace(tmp, path)
-    except BaseException:
-        db.close()
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def sha256(path: Path) -> str:

@@ -16,13 +16,11 @@ builder serialised numpy integers with ``default=str``, so they came out as stri
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 
 import polars as pl
 
+from ehrxqa_pipeline.atomic import write_json
 from ehrxqa_pipeline.questions.vqa_templates import (ARGUMENT_KINDS, CATEGORY_PLURAL, CATEGORY_TEXT, GENDER_TEXT,
                                                      SLOT_COLUMNS, TEMPLATES, VqaTemplate, question_expr)
 
@@ -115,15 +113,4 @@ def build_records(questions: pl.DataFrame, images: pl.DataFrame) -> dict[str, li
 def write_split_json(records: list[dict], path: str | Path) -> None:
     """Write one split's records as a JSON array (indent 2, field order as given, record order kept),
     atomically: a temporary file in the same folder is renamed over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            json.dump(records, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; release files are for everyone who may read the folder
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json(path, records, indent=2)

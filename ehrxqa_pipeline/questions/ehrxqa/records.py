@@ -16,13 +16,12 @@ against the database it was drawn from (``consistency.check_items``) and returns
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
 
+from ehrxqa_pipeline import atomic
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, Mismatch, check_items
 from ehrxqa_pipeline.questions.ehrxqa.sampling import SPLITS, DatabaseFiles, Sample, run_parallel
 from ehrxqa_pipeline.questions.ehrxqa.stats import modality, scope_axes
@@ -112,18 +111,7 @@ def build_records(frame: pl.DataFrame) -> dict[str, list[dict]]:
 
 def write_json(obj, path: str | Path, indent: int = 4) -> None:
     """Write JSON atomically (temporary file in the same folder renamed over ``path``), newline at the end."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            json.dump(obj, fh, indent=indent, ensure_ascii=False)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic.write_json(path, obj, indent=indent)
 
 
 def write_release(records: Mapping[str, list[dict]], out_dir: str | Path) -> dict[str, Path]:

@@ -243,14 +243,26 @@ def _sample_chunk(files: DatabaseFiles, database: str, seed: int, caps: Sampling
         conn.close()
 
 
-def run_parallel(fn, jobs: list[tuple], workers: int) -> list:
+CHUNKS_PER_WORKER = 4  # template chunks per worker and database: progress is reported as each is done
+
+
+def run_parallel(fn, jobs: list[tuple], workers: int, done=None) -> list:
     """``fn(*job)`` for every job, in job order; in this process when ``workers`` <= 1 (or one job), else in
-    ``workers`` fresh (spawned) processes: results are the same either way."""
+    ``workers`` fresh (spawned) processes: results are the same either way. ``done(k, result)`` after each."""
+    out = []
     if workers <= 1 or len(jobs) <= 1:
-        return [fn(*job) for job in jobs]
+        for job in jobs:
+            out.append(fn(*job))
+            if done:
+                done(len(out) - 1, out[-1])
+        return out
     ctx = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads / connections
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
-        return list(pool.map(fn, *zip(*jobs)))
+        for result in pool.map(fn, *zip(*jobs)):
+            out.append(result)
+            if done:
+                done(len(out) - 1, result)
+    return out
 
 
 def split_train_valid(n: int, rng: np.random.Generator, caps: SamplingCaps) -> list[str]:
@@ -282,22 +294,28 @@ def _unanswerable(files: DatabaseFiles, database: str, seed: int, n: int) -> lis
 
 
 def sample_ehrxqa(silver: DatabaseFiles, gold: DatabaseFiles, seed: int, caps: SamplingCaps = SamplingCaps(),
-                  templates: Sequence = CATALOG, workers: int = 1) -> Sample:
+                  templates: Sequence = CATALOG, workers: int = 1, progress=None) -> Sample:
     """Train / valid items from the silver database, test items from the gold one. ``workers`` > 1 samples
-    interleaved template chunks of both databases in that many processes; the result does not change."""
+    interleaved template chunks of both databases in that many processes; the result does not change.
+    ``progress(message)`` is called as each chunk of templates is done."""
     index = sorted(t.index for t in templates)
     if len(set(index)) != len(index):
         raise ValueError("templates: two templates share an index")
     unknown = [i for i in index if i not in BY_INDEX]
     if unknown:
         raise ValueError(f"templates {unknown[:5]} are not in the catalog (BY_INDEX)")
-    chunks = max(1, workers)
+    chunks = max(1, workers) * CHUNKS_PER_WORKER
     jobs = [(files, database, seed, caps, index[k::chunks]) for database, files in (("silver", silver),
                                                                                      ("gold", gold))
             for k in range(chunks) if index[k::chunks]]
     items: dict[tuple[str, int], list[SampledItem]] = {}
     reports: dict[tuple[str, int], TemplateReport] = {}
-    for job, (got, reps) in zip(jobs, run_parallel(_sample_chunk, jobs, workers)):
+    def done(k: int, result) -> None:
+        if progress is not None:
+            progress(f"{jobs[k][1]}: {len(jobs[k][4])} templates sampled, {sum(map(len, result[0].values()))} "
+                     f"items (chunk {k + 1} of {len(jobs)})")
+
+    for job, (got, reps) in zip(jobs, run_parallel(_sample_chunk, jobs, workers, done)):
         database = job[1]
         items.update({(database, i): v for i, v in got.items()})
         reports.update({(database, r.template_index): r for r in reps})

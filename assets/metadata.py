@@ -1,0 +1,68 @@
+"""Materialization metadata from the warehouse: row count, column schema and a content data version.
+
+Every table-backed asset reports ``dagster/row_count`` and ``dagster/column_schema`` (the UI's schema tab,
+``build_column_schema_change_checks``) from the DuckDB table it wrote, and a data version that is its code
+version plus an order-independent hash of its tables' contents: an asset that is re-materialized with the
+same content keeps its data version, so the automation conditions (assets/automation.py) stop the cascade
+there instead of re-running everything downstream.
+"""
+
+from collections.abc import Iterable
+
+import dagster as dg
+import duckdb
+
+from ehrxqa_pipeline.hashing import combine
+
+
+def table_metadata(con: duckdb.DuckDBPyConnection, table: str) -> dict:
+    """``dagster/row_count`` and ``dagster/column_schema`` (from DESCRIBE) of ``table``: a table name or a
+    parenthesised query (e.g. one partition of a table)."""
+    columns = con.execute(f"DESCRIBE SELECT * FROM {table}").fetchall()
+    rows = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    schema = dg.TableSchema(columns=[
+        dg.TableColumn(name, dtype, constraints=None if nullable == "YES" else dg.TableColumnConstraints(nullable=False))
+        for name, dtype, nullable, *_ in columns])
+    return {"dagster/row_count": int(rows), "dagster/column_schema": schema}
+
+
+def content_digest(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> str:
+    """Order-independent digest of the tables' columns and rows (hash of every row, summed)."""
+    parts = []
+    for table in tables:
+        columns = con.execute(f"DESCRIBE SELECT * FROM {table}").fetchall()
+        n, total = con.execute(f"SELECT count(*), coalesce(sum(hash(t)::HUGEINT), 0)::VARCHAR "
+                               f"FROM (SELECT * FROM {table}) t").fetchone()
+        parts.append(combine(table, repr([c[:2] for c in columns]), str(n), total))
+    return combine(*parts)
+
+
+def code_version(context: dg.AssetExecutionContext, key: dg.AssetKey | None = None) -> str:
+    """The code version of ``key`` (default: the asset being materialized) in the running definitions."""
+    key = key or context.asset_key
+    return context.assets_def.code_versions_by_key.get(key) or ""
+
+
+def table_result(context: dg.AssetExecutionContext, con: duckdb.DuckDBPyConnection, table: str, *,
+                 tables: Iterable[str] = (), asset_key: dg.AssetKey | None = None,
+                 metadata: dict | None = None) -> dg.MaterializeResult:
+    """The MaterializeResult of an asset stored as ``table`` (plus ``tables`` it also writes, e.g. its
+    ``*_rejected`` table): row count and column schema of ``table``, ``metadata``, and a data version =
+    code version + content digest of all of them."""
+    key = asset_key or context.asset_key
+    digest = content_digest(con, [table, *tables])
+    return dg.MaterializeResult(
+        asset_key=asset_key, data_version=dg.DataVersion(combine(code_version(context, key), digest)),
+        metadata={**table_metadata(con, table), **(metadata or {})})
+
+
+def records_metadata(records: list[dict]) -> dict:
+    """``dagster/row_count`` and ``dagster/column_schema`` of file outputs (release JSON records, statistics
+    tables): one row per record, columns and types from the records' fields in first-seen order."""
+    types: dict[str, str] = {}
+    for record in records:
+        for name, value in record.items():
+            if types.get(name, "null") == "null":  # the first non-null value names the type
+                types[name] = "null" if value is None else type(value).__name__
+    schema = dg.TableSchema(columns=[dg.TableColumn(name, dtype) for name, dtype in types.items()])
+    return {"dagster/row_count": len(records), "dagster/column_schema": schema}

@@ -1,0 +1,88 @@
+"""Atomic file outputs: a reader (or a build killed half-way) sees the old file or the new one, never half.
+
+Every file the pipeline writes under EHRXQA_HOME (release JSON/Markdown/PNG, databases, answer sheets,
+review queue) goes through a temporary file in the target's folder (same file system, hidden name so no
+manifest or glob lists it) that is flushed, fsynced and renamed over the target with ``os.replace``. A
+SIGKILL leaves at most a stray ``.NAME.HOST-PID.*.tmp`` file, which the next write of that target removes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+FILE_MODE = 0o644  # mkstemp creates 0600; release files are for everyone who may read the folder
+
+
+def _owner_alive(tmp: Path) -> bool:
+    """Whether the process that named ``tmp`` (``.NAME.HOST-PID.RANDOM.tmp``) may still be writing it: a
+    process on another host (a shared volume) is assumed alive."""
+    try:
+        host, pid = tmp.name.rsplit(".", 3)[-3].rsplit("-", 1)
+        if host != _host():
+            return True
+        os.kill(int(pid), 0)
+    except (ValueError, IndexError):
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _host() -> str:
+    return socket.gethostname().replace(".", "_").replace("-", "_")
+
+
+def _temp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{_host()}-{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+@contextmanager
+def replacing(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path (not yet created) next to ``path``; when the block succeeds the file written
+    there replaces ``path`` atomically, when it fails (or the process dies) ``path`` is untouched. For
+    writers that need a path of their own (SQLite, DuckDB, matplotlib). Temporary files left by a killed
+    earlier writer of the same target are removed first."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        if not _owner_alive(stale):
+            stale.unlink(missing_ok=True)
+    tmp = _temp_path(path)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        Path(f"{tmp}.wal").unlink(missing_ok=True)  # DuckDB's write-ahead log of a temporary database
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically; returns ``path``."""
+    path = Path(path)
+    with replacing(path) as tmp:
+        tmp.write_bytes(data)
+    return path
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` (UTF-8, newlines as given) to ``path`` atomically; returns ``path``."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | Path, obj, indent: int | None = 2, sort_keys: bool = False,
+               ensure_ascii: bool = False) -> Path:
+    """``obj`` as JSON (non-ASCII kept unless ``ensure_ascii``, newline at the end) written atomically."""
+    return write_text(path, json.dumps(obj, indent=indent, sort_keys=sort_keys, ensure_ascii=ensure_ascii) + "\n")
