@@ -14,16 +14,20 @@ from ehrxqa_pipeline.sources.readers import resolve
 from ehrxqa_pipeline.sources.schema import SEMANTICS_FILES, TABLES
 
 SOURCE_KEYS = {name: dg.AssetKey([names.SOURCES, name]) for name in (*TABLES, names.SEMANTICS)}
+HASH_CACHE = "source_hashes.json"  # under EHRXQA_HOME/cache; release/manifest reads the same digests
 
 
 def _spec(name: str) -> dg.AssetSpec:
     if name == names.SEMANTICS:
-        desc = "Chest ImaGenome semantics files (objects, attribute relations, label_to_UMLS_mapping.json)."
+        desc = ("Chest ImaGenome semantics files (objects, attribute relations, label_to_UMLS_mapping.json). "
+                "Grain: one observation of the three files (data version = their combined content hash). "
+                "Source: SOURCE_ROOT/" + ", SOURCE_ROOT/".join(SEMANTICS_FILES) + ".")
     else:
         t = TABLES[name]
-        desc = f"{t.description.capitalize()}. Source file: SOURCE_ROOT/{t.path}[.gz]."
+        desc = (f"{t.description.capitalize()}. Grain: one observation of the file (data version = its content "
+                f"hash). Source: SOURCE_ROOT/{t.path}[.gz].")
     return dg.AssetSpec(SOURCE_KEYS[name], group_name=names.SOURCES, description=desc,
-                        automation_condition=OBSERVE_SOURCES, kinds={"csv"})
+                        automation_condition=OBSERVE_SOURCES, kinds={"csv"}, owners=["team:ehrxqa"])
 
 
 @dg.multi_observable_source_asset(specs=[_spec(n) for n in SOURCE_KEYS], can_subset=True,
@@ -31,7 +35,7 @@ def _spec(name: str) -> dg.AssetSpec:
 def observe_sources(context: dg.AssetExecutionContext):
     """Hash each selected source file (cached by size and mtime) and report it as the data version."""
     settings = context.resources.pipeline_config.settings()
-    hashes = HashCache(settings.cache_dir / "source_hashes.json")
+    hashes = HashCache(settings.cache_dir / HASH_CACHE)
     root = settings.source_dir
     for key in context.selected_asset_keys:
         name = key.path[-1]

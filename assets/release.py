@@ -1,0 +1,175 @@
+"""Release: the statistics gathered in one place, plots, the datasheet and the manifest of every file under
+EHRXQA_HOME/release (the datasets and databases themselves are written by their own groups' assets)."""
+
+import hashlib
+import json
+
+import dagster as dg
+
+from assets import ehrxqa, mimic_cxr_vqa, vqa_scoring
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.cxr_cohort import GOLD_KEY as GOLD_COHORT_KEY
+from assets.cxr_cohort import SILVER_KEY as SILVER_COHORT_KEY
+from assets.ehr_db import DB_KEYS
+from assets.paraphrase import STATS_KEY as PARAPHRASE_STATS_KEY
+from assets.paraphrase import VALIDATED_KEY
+from assets.sources import HASH_CACHE
+from ehrxqa_pipeline import markdown, names
+from ehrxqa_pipeline.hashing import HashCache
+from ehrxqa_pipeline.paraphrase import review
+from ehrxqa_pipeline.release import datasheet, manifest, plots, tables, write_atomic
+from ehrxqa_pipeline.release.digest import sha256_file
+from resources import LLMResource, PipelineConfig, Warehouse
+
+STATISTICS_KEY = dg.AssetKey([names.RELEASE, "statistics"])
+PLOTS_KEY = dg.AssetKey([names.RELEASE, "plots"])
+DATASHEET_KEY = dg.AssetKey([names.RELEASE, "datasheet"])
+MANIFEST_KEY = dg.AssetKey([names.RELEASE, "manifest"])
+DATASHEET_FILE = "datasheet.md"
+COMMON = dict(group_name=names.RELEASE, automation_condition=ON_CHANGE, owners=["team:ehrxqa"])
+
+# Every asset that writes a file under EHRXQA_HOME/release: the manifest runs after all of them (and hashes
+# whatever is there). An asset that starts writing there belongs in this list (e.g. vqa_scoring/scores).
+RELEASE_INPUTS: list[dg.AssetKey] = [
+    mimic_cxr_vqa.RELEASE_KEY, mimic_cxr_vqa.STATS_KEY, ehrxqa.RELEASE_KEY, ehrxqa.STATS_KEY, ehrxqa.CATALOG_KEY,
+    DB_KEYS["silver"], DB_KEYS["gold"], PARAPHRASE_STATS_KEY, STATISTICS_KEY, PLOTS_KEY, DATASHEET_KEY,
+    vqa_scoring.SCORES_KEY,
+]
+
+
+def _latest(context: dg.AssetExecutionContext, key: dg.AssetKey, field: str):
+    """``field`` of ``key``'s latest materialization metadata on this instance (None when absent)."""
+    event = context.instance.get_latest_materialization_event(key)
+    entry = event.asset_materialization.metadata.get(field) if event and event.asset_materialization else None
+    return None if entry is None else entry.value
+
+
+def _tables(settings) -> dict:
+    path = settings.release_dir / tables.OUT_DIR / "tables.json"
+    if not path.exists():
+        raise dg.Failure(f"{path.name} is missing: materialize {STATISTICS_KEY.to_user_string()} first")
+    return json.loads(path.read_text())
+
+
+def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource) -> tuple[dict, dict, dict]:
+    """(sources, code, config) as the datasheet and the manifest state them: nothing machine-specific."""
+    cache = HashCache(settings.cache_dir / HASH_CACHE)
+    sources = manifest.source_section(settings.source_dir, manifest.source_digests(settings.source_dir, cache))
+    llm_settings = llm.settings(settings.seed)
+    review_file = review.default_path()
+    config = {
+        "check_images": settings.check_images,
+        "ehrxqa_sampling": _latest(context, ehrxqa.QUESTIONS_KEY, "caps"),
+        "paraphraser": {"llm": llm_settings is not None,
+                        "model": llm_settings.model if llm_settings is not None else None},
+        "paraphrase_require_review": review.require_review(),
+        "paraphrase_review_sha256": sha256_file(review_file) if review_file.is_file() else None,
+    }
+    return sources, manifest.code_section(), config
+
+
+def _asset_code_versions() -> dict[str, str | None]:
+    """Code version of every asset of the code location. Read from the Definitions, not the run: a run of a
+    selection (``ehrxqa build --select``) sees only its own assets, and the manifest must not depend on it."""
+    from ehrxqa_pipeline.definitions import defs  # at run time: definitions imports this module
+
+    graph = defs.resolve_asset_graph()
+    return {k.to_user_string(): graph.get(k).code_version for k in graph.materializable_asset_keys}
+
+
+@dg.asset(key=STATISTICS_KEY, code_version="1", kinds={"json", "markdown"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+          deps=[mimic_cxr_vqa.STATS_KEY, mimic_cxr_vqa.RELEASE_KEY, ehrxqa.STATS_KEY, ehrxqa.RELEASE_KEY,
+                SILVER_COHORT_KEY, GOLD_COHORT_KEY, DB_KEYS["silver"], DB_KEYS["gold"], VALIDATED_KEY],
+          description="Grain: one file pair of release statistics: paper Tables B4-B6 (copied from "
+                      "mimic_cxr_vqa/statistics) and C9 (from ehrxqa/statistics), the cohort funnels, rows set "
+                      "aside per table and reason (every *_rejected table), records per template and answer "
+                      "distributions of the released files. Source: the release files, cxr_cohort funnels, the "
+                      "warehouse's *_rejected tables. Files: EHRXQA_HOME/release/statistics/tables.{md,json}.",
+          **COMMON)
+def release_statistics(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
+                       warehouse: Warehouse) -> dg.MaterializeResult:
+    settings = pipeline_config.settings()
+    release = settings.release_dir
+    funnels = {cohort: _latest(context, key, "funnel_json") for cohort, key in
+               (("silver", SILVER_COHORT_KEY), ("gold", GOLD_COHORT_KEY))}
+    if any(f is None for f in funnels.values()):
+        raise dg.Failure("No cohort funnel on this instance: materialize cxr_cohort/silver and cxr_cohort/gold")
+    with warehouse.connect() as con:
+        rejected = tables.rejected_counts(con)
+    gathered = tables.gather(release, funnels, rejected)
+    md = tables.render_markdown(gathered, (release / tables.VQA_DIR / "statistics.md").read_text(),
+                                (release / tables.EHRXQA_DIR / "statistics.md").read_text())
+    paths = tables.write_tables(release, gathered, md)
+    return dg.MaterializeResult(metadata={
+        "tables": dg.MetadataValue.md(md), "path": dg.MetadataValue.path(str(paths["md"])),
+        "rows_set_aside": sum(r["rows"] for r in rejected),
+        "records": dg.MetadataValue.json({"mimic_cxr_vqa": gathered["mimic_cxr_vqa"]["records"],
+                                          "ehrxqa": gathered["ehrxqa"]["records"]})})
+
+
+@dg.asset(key=PLOTS_KEY, code_version="1", deps=[STATISTICS_KEY], kinds={"matplotlib"},
+          description="Grain: one PNG per plot: MIMIC-CXR-VQA answer distribution per split, EHRXQA answer kinds "
+                      "per split, records per template of both datasets, the silver and gold image-selection "
+                      "funnels (deterministic bytes: no date, no software tag). Source: release/statistics. "
+                      "Files: EHRXQA_HOME/release/plots/*.png; each is shown in this asset's metadata.", **COMMON)
+def release_plots(pipeline_config: PipelineConfig) -> dg.MaterializeResult:
+    settings = pipeline_config.settings()
+    pngs = plots.render_all(_tables(settings))
+    plots.write_plots(settings.release_dir, pngs)
+    return dg.MaterializeResult(metadata={
+        **{name.removesuffix(".png"): dg.MetadataValue.md(plots.markdown_image(png, name))
+           for name, png in pngs.items()},
+        "path": dg.MetadataValue.path(str(settings.release_dir / plots.OUT_DIR))})
+
+
+@dg.asset(key=DATASHEET_KEY, code_version="1", deps=[STATISTICS_KEY, ehrxqa.QUESTIONS_KEY], kinds={"markdown"},
+          description="Grain: one document: the paper's appendix A datasheet (motivation, composition, "
+                      "collection, preprocessing with every filter's counts, uses, distribution, maintenance) "
+                      "answered from this build: source releases and digests, counts, code version, seed, "
+                      "configuration, and the deviations of docs/deviations.md. Source: release/statistics, the "
+                      "source files, the code. File: EHRXQA_HOME/release/datasheet.md.", **COMMON)
+def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
+                      llm: LLMResource) -> dg.MaterializeResult:
+    settings = pipeline_config.settings()
+    sources, code, config = _facts(context, settings, llm)
+    deviations = manifest.repository_root() / "docs" / "deviations.md"
+    md = datasheet.render_datasheet(_tables(settings), sources, code, settings.seed, config,
+                                    deviations.read_text() if deviations.is_file() else None)
+    path = write_atomic(settings.release_dir / DATASHEET_FILE, md)
+    return dg.MaterializeResult(metadata={"datasheet": dg.MetadataValue.md(md),
+                                          "path": dg.MetadataValue.path(str(path))})
+
+
+@dg.asset(key=MANIFEST_KEY, code_version="1", deps=RELEASE_INPUTS, kinds={"json"},
+          check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
+                                         description="No absolute path of this machine (EHRXQA_HOME, the source "
+                                                     "root, the repository) in the manifest or the datasheet.")],
+          description="Grain: one JSON document listing every file under EHRXQA_HOME/release (path, bytes, "
+                      "SHA-256; DuckDB databases by content digest) with the source releases and data versions, "
+                      "the code version, seed, configuration and every asset's code version; no time, no "
+                      "absolute path, so the same inputs give the same manifest. Source: the release folder. "
+                      "File: EHRXQA_HOME/release/manifest.json.", **COMMON)
+def release_manifest(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, llm: LLMResource):
+    settings = pipeline_config.settings()
+    sources, code, config = _facts(context, settings, llm)
+    doc = manifest.build_manifest(settings.release_dir, sources=sources, code=code, seed=settings.seed,
+                                  config=config, asset_code_versions=_asset_code_versions())
+    path = manifest.write_manifest(doc, settings.release_dir)
+    text = path.read_text()
+    sheet = settings.release_dir / DATASHEET_FILE
+    leaks = sorted({str(p) for p in (settings.home, settings.source_dir, manifest.repository_root())
+                    if str(p) in text or (sheet.exists() and str(p) in sheet.read_text())})
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    files = doc["files"]
+    yield dg.MaterializeResult(data_version=dg.DataVersion(digest[:16]), metadata={
+        "path": dg.MetadataValue.path(str(path)), "manifest_sha256": digest, "dagster/row_count": len(files),
+        "bytes": sum(f.get("bytes", 0) for f in files),
+        "content_digests": dg.MetadataValue.json([f["path"] for f in files if f["digest"] == "content"]),
+        "files": dg.MetadataValue.md(markdown.table(["file", "bytes", "sha256"], [
+            [f["path"], f"{f['bytes']:,}" if "bytes" in f else f"{f['rows']:,} rows (content)", f["sha256"][:16]]
+            for f in files]))})
+    yield dg.AssetCheckResult(check_name="portable", passed=not leaks,
+                              metadata={"absolute_paths_found": dg.MetadataValue.json(leaks)})
+
+
+RELEASE_ASSETS = [release_statistics, release_plots, release_datasheet, release_manifest]

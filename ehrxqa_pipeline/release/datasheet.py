@@ -1,0 +1,184 @@
+"""release/datasheet.md: the paper's datasheet (appendix A, "Datasheets for Datasets") answered from the build.
+
+Fixed answers follow the paper; everything that a build determines (sources and versions, counts, filters
+with counts, code version, seed and configuration, deviations) is filled in from the build's facts, so the
+datasheet describes this release, not the published one. No time and no absolute path is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from ehrxqa_pipeline.markdown import table
+
+SPLITS = ("train", "valid", "test")
+PAPER = {"ehrxqa": "about 46.2K (16,366 image, 16,529 table, 13,257 image+table)",
+         "mimic_cxr_vqa": "about 377.4K"}
+PHYSIONET = {"mimiciv": "https://physionet.org/content/mimiciv/{v}/",
+             "mimic-cxr-jpg": "https://physionet.org/content/mimic-cxr-jpg/{v}/",
+             "chest-imagenome": "https://physionet.org/content/chest-imagenome/{v}/"}
+SOURCE_NAMES = {"mimiciv": "MIMIC-IV", "mimic-cxr-jpg": "MIMIC-CXR-JPG", "chest-imagenome": "Chest ImaGenome"}
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def _qa(question: str, answer: str) -> str:
+    """A list item: the question in bold, the answer indented under it (lists and tables included)."""
+    lines = answer.strip().split("\n")
+    return f"- **{question}**\n\n" + "\n".join("  " + line if line else "" for line in lines)
+
+
+def _split_counts(records: Mapping[str, int]) -> str:
+    return ", ".join(f"{_n(records.get(s, 0))} {s}" for s in SPLITS) + f" ({_n(sum(records.values()))} in all)"
+
+
+def _modality_counts(c9: list[Mapping]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for row in c9:
+        if row["modality"] != "total":
+            out[row["modality"]] = out.get(row["modality"], 0) + sum(row[s] for s in SPLITS)
+    return out
+
+
+def source_lines(sources: Mapping) -> str:
+    releases = sources["releases"]
+    lines = [f"- {SOURCE_NAMES.get(k, k)} {v}: {PHYSIONET.get(k, '{v}').format(v=v)}" for k, v in releases.items()]
+    if sources["synthetic"]:
+        g = sources["generator"] or {}
+        scale = g.get("scale", {})
+        lines.append(f"- **This build read the synthetic source** ({g.get('generator', 'generator')} version "
+                     f"{g.get('generator_version', '?')}, seed {g.get('seed', '?')}, scale `{scale.get('name', '?')}`, "
+                     f"{_n(scale.get('cxr_patients', 0))} X-ray patients): the PhysioNet layout filled with "
+                     "generated records, so the counts below describe no real patient.")
+    else:
+        lines.append("- This build read a PhysioNet source (credentialed data).")
+    lines.append(f"- Source content digest (every observed source table): `{sources['digest']}`; per table in "
+                 "`manifest.json`.")
+    return "\n".join(lines)
+
+
+def filters_section(tables: Mapping) -> str:
+    parts = []
+    for f in tables["funnels"]:
+        parts += [f"Image selection, {f['cohort']} cohort (images remaining after each rule):",
+                  table(["rule", "images"], [[rule, _n(n)] for rule, n in f["steps"]])]
+    rejected = tables["rejected"]
+    parts += ["Rows set aside by every filter of the build, per reason (the `*_rejected` tables of the "
+              "warehouse, each row kept with its reason):",
+              table(["table", "reason", "rows"], [[r["table"], r["reason"], _n(r["rows"])] for r in rejected])
+              if rejected else "No row was set aside."]
+    return "\n\n".join(parts)
+
+
+def deviations_section(deviations: str | None) -> str:
+    if not deviations:
+        return "See `docs/deviations.md` in the pipeline's repository."
+    body = deviations.split("\n| #", 1)
+    return ("Where the published builders are defective, this pipeline does the right thing; every such "
+            "place (from `docs/deviations.md`):\n\n| #" + body[1].rstrip() if len(body) == 2 else deviations.strip())
+
+
+def render_datasheet(tables: Mapping, sources: Mapping, code: Mapping, seed: int, config: Mapping,
+                     deviations: str | None = None) -> str:
+    vqa, ehrxqa = tables["mimic_cxr_vqa"], tables["ehrxqa"]
+    overall = vqa["overall"]
+    modality = _modality_counts(ehrxqa["c9"])
+    caps = config.get("ehrxqa_sampling") or {}
+    sections = [
+        "# Datasheet: EHRXQA and MIMIC-CXR-VQA (this build)",
+        "The questions of the paper's datasheet (appendix A, after Gebru et al., *Datasheets for Datasets*), "
+        "answered for the files in this release folder. Counts come from this build; `statistics/tables.md` "
+        "has the full tables, `manifest.json` the checksums.",
+        "## A.1 Motivation",
+        _qa("For what purpose was the dataset created?",
+            "EHRXQA: multi-modal question answering over structured electronic health records (EHRs) and chest "
+            "X-ray images. MIMIC-CXR-VQA, its image part: a benchmark for medical visual question answering."),
+        _qa("Who created the dataset and on behalf of which entity?",
+            "The dataset design is the EHRXQA paper's (Bae et al., NeurIPS 2023 Datasets and Benchmarks). "
+            "This release was rebuilt by the ehrxqa-pipeline from the sources below."),
+        _qa("Who funded the creation of the dataset?", "See the paper's datasheet for the original work."),
+        "## A.2 Composition",
+        _qa("What do the instances represent?",
+            "EHRXQA: natural-language questions with their SQL / NeuralSQL query and answer over the integrated "
+            "MIMIC-IV + chest X-ray database. MIMIC-CXR-VQA: a MIMIC-CXR image id with a question and answer."),
+        _qa("How many instances are there in total?",
+            f"EHRXQA: {_split_counts(ehrxqa['records'])}; by modality "
+            + ", ".join(f"{_n(n)} {m}" for m, n in modality.items()) + f" (paper: {PAPER['ehrxqa']}). "
+            f"MIMIC-CXR-VQA: {_split_counts(vqa['records'])} over {_split_counts(overall['images'])} images "
+            f"(paper: {PAPER['mimic_cxr_vqa']})."),
+        _qa("Does the dataset contain all possible instances or is it a sample?",
+            "A sample: per template, questions are drawn with per-step seeded generators (seed "
+            f"{seed}); caps per template: {caps.get('train_valid', '80')} train+valid and {caps.get('test', '10')} "
+            "test for EHRXQA (paper: 80 and 10); MIMIC-CXR-VQA is balanced per template by answer entropy."),
+        _qa("What data does each instance consist of?",
+            "EHRXQA: (question, SQL / NeuralSQL, answer) with template tags; MIMIC-CXR-VQA: (question, image id, "
+            "answer) with template and arguments. Record formats as published."),
+        _qa("Is there a label or target associated with each instance?", "The answer of each question."),
+        _qa("Is any information missing from individual instances?",
+            f"No. {ehrxqa['templates_below_cap']} EHRXQA templates have fewer questions than their cap; "
+            "`ehrxqa/statistics.md` gives the reason for each."),
+        _qa("Are relationships between individual instances made explicit?", "No."),
+        _qa("Are there recommended data splits?",
+            "Yes: train / valid from the silver labels (patient-disjoint), test from the gold labels; the "
+            "files are split accordingly."),
+        _qa("Are there any errors, sources of noise, or redundancies in the dataset?",
+            "Questions are filled templates or paraphrases of them, so some are grammatically awkward. Labels "
+            "of train / valid images come from the automatically extracted silver Chest ImaGenome labels."),
+        _qa("Is the dataset self-contained, or does it rely on external resources?",
+            "It relies on three PhysioNet databases (credentialed access); this build used:\n\n"
+            + source_lines(sources)),
+        _qa("Does the dataset contain data that might be considered confidential?",
+            "No: the sources are de-identified, and the EHRXQA databases are shifted into the years 2100-2105."),
+        _qa("Does the dataset relate to people? Does it identify subpopulations?",
+            "It relates to patients; it does not identify subpopulations (questions may ask for a gender or an "
+            "age group)."),
+        "## A.3 Collection process",
+        _qa("How was the data associated with each instance acquired?",
+            "Question templates with their SQL / NeuralSQL were written from existing resources, then filled "
+            "by sampling the source databases; every EHRXQA NeuralSQL was executed with an oracle VQA module "
+            "and checked against its gold SQL answer before release."),
+        _qa("What mechanisms or procedures were used?",
+            "This Dagster pipeline (Python, polars, DuckDB, SQLite); paraphrases from "
+            + ("an OpenAI-compatible LLM" if (config.get("paraphraser") or {}).get("llm") else
+               "the offline rule-based paraphraser") + ", machine-validated, with a human review file."),
+        _qa("What was the sampling strategy?",
+            f"Random with fixed seeds: every random step has its own generator seeded by (seed {seed}, step "
+            "name), so the same source, configuration and seed give the same files."),
+        _qa("Over what timeframe was the data collected?",
+            "MIMIC-IV covers 2008-2019 and MIMIC-CXR 2011-2016 (real sources); the release is rebuilt on demand."),
+        _qa("Were any ethical review processes conducted? Consent?",
+            "N/A: de-identified PhysioNet data used under its data use agreement; no record value is sent to a "
+            "remote service (the LLM sees question templates only)."),
+        "## A.4 Preprocessing / cleaning / labeling",
+        _qa("Was any preprocessing / cleaning / labeling done?",
+            "Yes; every filter and its counts:\n\n" + filters_section(tables)),
+        _qa("Was the raw data saved?", "The sources are read-only; refused rows are kept with their reason."),
+        _qa("Is the software available?",
+            f"{code['package']} {code['version']}; source digest `{code['sha256']}` over {code['files']} files "
+            f"of {', '.join(code['dirs'])}."),
+        "## A.5 Uses",
+        _qa("What tasks could the dataset be used for?",
+            "Question answering over EHRs, chest X-ray images, or both; text-to-SQL / NeuralSQL parsing; VQA."),
+        _qa("Is there anything about the composition that might impact future uses?",
+            "A release built from the synthetic source is for testing only." if sources["synthetic"] else
+            "Train / valid answers inherit the noise of the silver labels."),
+        "## A.6 Distribution",
+        _qa("How will the dataset be distributed? License?",
+            "The published dataset: https://github.com/baeseongsu/ehrxqa and "
+            "https://github.com/baeseongsu/mimic-cxr-vqa (MIT license). Files derived from PhysioNet data may "
+            "be shared only under the PhysioNet credentialed data use agreement."),
+        "## A.7 Maintenance",
+        _qa("Will the dataset be updated?",
+            "Rebuilding from new source versions or code gives a new release; `manifest.json` records what "
+            "it was built from, so two releases can be compared file by file."),
+        "## Build",
+        table(["setting", "value"], [["seed", seed], ["code", f"{code['version']} / {code['sha256'][:16]}"],
+                                     ["source digest", sources["digest"]],
+                                     *[[k, json.dumps(v, sort_keys=True)] for k, v in sorted(config.items())]]),
+        "## Known deviations from the paper and the published scripts",
+        deviations_section(deviations),
+    ]
+    return "\n\n".join(sections) + "\n"

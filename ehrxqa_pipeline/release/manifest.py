@@ -1,0 +1,165 @@
+"""release/manifest.json: every release file with its size and SHA-256, the source data versions, the code
+version, the seed and configuration, and the asset code versions.
+
+The manifest holds no wall-clock time and no absolute path, and its keys and file entries are sorted, so
+two builds of the same source, configuration and seed give byte-identical manifests (tested). File
+entries (``files``, sorted by path relative to the release folder; ``manifest.json`` itself and hidden
+files, e.g. a writer's temporary file, are left out):
+
+* ``{"path", "digest": "bytes", "bytes", "sha256"}``: SHA-256 of the file's bytes;
+* ``{"path", "digest": "content", "sha256", "rows"}``: DuckDB databases, whose bytes are not reproducible
+  (``digest.duckdb_content_digest``): SHA-256 of their logical content and their total row count.
+
+``verify(release_dir)`` recomputes every entry; ``python -m ehrxqa_pipeline.release.manifest DIR`` runs it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from pathlib import Path
+
+from ehrxqa_pipeline.hashing import HashCache, combine, file_digest
+from ehrxqa_pipeline.names import SEMANTICS
+from ehrxqa_pipeline.release import write_atomic
+from ehrxqa_pipeline.release.digest import (CODE_DIRS, code_files, duckdb_content_digest, sha256_file,
+                                            tree_digest)
+from ehrxqa_pipeline.sources.files import resolve
+from ehrxqa_pipeline.sources.schema import (DEMO_MANIFEST, IMAGENOME, MIMIC_CXR, MIMICIV, SEMANTICS_FILES,
+                                            TABLES)
+
+MANIFEST_NAME = "manifest.json"
+FORMAT = 1  # bump when a field changes meaning
+PACKAGE = "ehrxqa-pipeline"
+CONTENT_DIGESTERS: dict[str, Callable[[Path], tuple[str, int]]] = {".duckdb": duckdb_content_digest}
+SYNTHETIC_FIELDS = ("generator", "generator_version", "seed", "scale", "compressed", "images_written")
+
+
+def release_files(release_dir: Path) -> list[Path]:
+    """Every regular file under ``release_dir`` except the manifest itself and hidden files, sorted by
+    relative POSIX path."""
+    release_dir = Path(release_dir)
+    out = []
+    for p in release_dir.rglob("*"):
+        rel = p.relative_to(release_dir)
+        if p.is_file() and rel.as_posix() != MANIFEST_NAME and not any(s.startswith(".") for s in rel.parts):
+            out.append(p)
+    return sorted(out, key=lambda p: p.relative_to(release_dir).as_posix())
+
+
+def file_entry(release_dir: Path, path: Path) -> dict:
+    rel = Path(path).relative_to(release_dir).as_posix()
+    digester = CONTENT_DIGESTERS.get(Path(path).suffix)
+    if digester is not None:
+        digest, rows = digester(Path(path))
+        return {"path": rel, "digest": "content", "sha256": digest, "rows": rows}
+    return {"path": rel, "digest": "bytes", "bytes": Path(path).stat().st_size, "sha256": sha256_file(path)}
+
+
+def file_entries(release_dir: Path) -> list[dict]:
+    return [file_entry(Path(release_dir), p) for p in release_files(release_dir)]
+
+
+def source_digests(source_dir: Path, cache: HashCache | None = None) -> dict[str, dict]:
+    """Per source asset (``sources/<name>``): its files relative to the source root and its data version,
+    computed as ``assets/sources.py`` observes it (content hash of the files, cached by size and mtime)."""
+    source_dir = Path(source_dir)
+    digest = cache.digest if cache is not None else file_digest
+    out = {}
+    for name in (*TABLES, SEMANTICS):
+        paths = [source_dir / p for p in SEMANTICS_FILES] if name == SEMANTICS else [resolve(source_dir, name)]
+        out[name] = {"files": [p.relative_to(source_dir).as_posix() for p in paths],
+                     "data_version": combine(*(digest(p) for p in paths))}
+    return out
+
+
+def source_section(source_dir: Path, digests: Mapping[str, dict]) -> dict:
+    """Releases of the three PhysioNet sources, whether the source is the synthetic generator (its seed and
+    scale, from the generator's manifest at the root), each source asset's data version and one digest over
+    all of them. JPEG images are not part of it (the sources group observes the tables only)."""
+    demo = Path(source_dir) / DEMO_MANIFEST
+    synthetic = None
+    if demo.is_file():
+        m = json.loads(demo.read_text())
+        synthetic = {k: m[k] for k in SYNTHETIC_FIELDS if k in m}
+    versions = {name: digests[name]["data_version"] for name in sorted(digests)}
+    return {"releases": {p.split("/")[0]: p.split("/")[1] for p in (MIMICIV, MIMIC_CXR, IMAGENOME)},
+            "synthetic": synthetic is not None, "generator": synthetic,
+            "data_versions": {name: dict(digests[name]) for name in sorted(digests)},
+            "digest": combine(*(f"{k}={v}" for k, v in versions.items()))}
+
+
+def repository_root() -> Path:
+    """The folder that holds the ``ehrxqa_pipeline`` package (the repository in a checkout)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def code_section(root: Path | None = None, dirs: tuple[str, ...] = CODE_DIRS) -> dict:
+    """Package version and a SHA-256 over the source files (``digest.code_files``); no git needed.
+
+    For this repository (``root`` None) it is computed once per process, when first asked: the code this
+    process runs was read at about that time, and a file edited later does not change what runs here."""
+    if root is None:
+        return dict(_this_code(dirs))
+    try:
+        version = metadata.version(PACKAGE)
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    files = code_files(Path(root), dirs)
+    return {"package": PACKAGE, "version": version, "dirs": [d for d in dirs if (Path(root) / d).is_dir()],
+            "files": len(files), "sha256": tree_digest(Path(root), files)}
+
+
+@functools.cache
+def _this_code(dirs: tuple[str, ...]) -> dict:
+    return code_section(repository_root(), dirs)
+
+
+def build_manifest(release_dir: Path, *, sources: dict, code: dict, seed: int, config: Mapping,
+                   asset_code_versions: Mapping[str, str | None]) -> dict:
+    """The manifest of what is under ``release_dir`` now. ``config``: every setting that changes the
+    release besides the seed (JSON values)."""
+    return {"format": FORMAT, "seed": seed, "config": dict(config), "code": code, "sources": sources,
+            "asset_code_versions": {k: asset_code_versions[k] for k in sorted(asset_code_versions)},
+            "files": file_entries(release_dir)}
+
+
+def dumps(manifest: Mapping) -> str:
+    return json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_manifest(manifest: Mapping, release_dir: Path) -> Path:
+    """Write ``release_dir/manifest.json`` atomically."""
+    return write_atomic(Path(release_dir) / MANIFEST_NAME, dumps(manifest))
+
+
+def verify(release_dir: Path, manifest: Mapping | None = None) -> list[str]:
+    """Problems between ``release_dir`` and its manifest: missing, unlisted or changed files (empty: all good)."""
+    release_dir = Path(release_dir)
+    if manifest is None:
+        manifest = json.loads((release_dir / MANIFEST_NAME).read_text())
+    listed = {e["path"]: e for e in manifest["files"]}
+    present = {p.relative_to(release_dir).as_posix(): p for p in release_files(release_dir)}
+    problems = [f"missing: {p}" for p in sorted(set(listed) - set(present))]
+    problems += [f"not in the manifest: {p}" for p in sorted(set(present) - set(listed))]
+    for rel in sorted(set(listed) & set(present)):
+        if file_entry(release_dir, present[rel]) != listed[rel]:
+            problems.append(f"changed: {rel}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m ehrxqa_pipeline.release.manifest RELEASE_DIR", file=sys.stderr)
+        return 2
+    problems = verify(Path(args[0]))
+    print("\n".join(problems) if problems else f"{args[0]}: every file matches {MANIFEST_NAME}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
