@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import dagster as dg
 
+from assets.automation import DEVICE_TAG, DUCKDB_TAGS, GPU_POOL
 from assets.contract_checks import CONTRACT_CHECKS
 from assets.cxr_cohort import CXR_COHORT_ASSETS
 from assets.ehr_db import EHR_DB_ASSETS
@@ -11,16 +14,42 @@ from assets.ehrxqa import EHRXQA_ASSETS, EHRXQA_CHECKS
 from assets.cxr_labels import CXR_LABEL_ASSETS, CXR_LABEL_CHECKS
 from assets.mimic_cxr_vqa import MIMIC_CXR_VQA_ASSETS
 from assets.paraphrase import PARAPHRASE_ASSETS
+from assets.release import RELEASE_ASSETS
 from assets.splits import SPLIT_ASSETS
+from assets.vqa_scoring import VQA_SCORING_ASSETS
 from assets.ingest import INGEST_ASSETS
 from assets.sources import observe_sources
 from resources import default_resources
 
-# Within one run, steps that write the DuckDB warehouse go one at a time (DuckDB has a single writer).
-EXECUTOR = dg.multiprocess_executor.configured({
-    "max_concurrent": 2,
-    "tag_concurrency_limits": [{"key": "ehrxqa/warehouse", "value": "write", "limit": 1}],
-})
+# Within one run, steps that write the DuckDB warehouse go one at a time (DuckDB has a single writer), and so
+# do steps that use the GPU.
+TAG_LIMITS = [{"key": k, "value": v, "limit": 1} for k, v in (*DUCKDB_TAGS.items(), (DEVICE_TAG, GPU_POOL))]
+EXECUTOR = dg.multiprocess_executor.configured({"max_concurrent": 2, "tag_concurrency_limits": TAG_LIMITS})
+
+# EHRXQA_EXECUTOR=k8s (read when the code location loads): one Kubernetes pod per step (dagster-k8s). Image,
+# namespace, env (EHRXQA_HOME) and the shared volume come from the run launcher and the user deployment
+# (deploy/values.yaml); here: the default step resources, and the same per-run limits. GPU steps add their
+# request through op tags (assets.automation.GPU_TAGS).
+EXECUTOR_ENV = "EHRXQA_EXECUTOR"
+K8S_EXECUTOR_CONFIG = {
+    "max_concurrent": 8,
+    "tag_concurrency_limits": TAG_LIMITS,
+    "step_k8s_config": {"container_config": {"resources": {
+        "requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "24Gi"}}}},
+}
+
+
+def choose_executor(kind: str | None = None) -> dg.ExecutorDefinition:
+    """``multiprocess`` (default) or ``k8s`` (``kind``, else EHRXQA_EXECUTOR)."""
+    kind = kind or os.environ.get(EXECUTOR_ENV) or "multiprocess"
+    if kind == "k8s":
+        from dagster_k8s import k8s_job_executor
+
+        return k8s_job_executor.configured(K8S_EXECUTOR_CONFIG, name="k8s")
+    if kind != "multiprocess":
+        raise ValueError(f"{EXECUTOR_ENV}={kind!r}: use 'multiprocess' (default) or 'k8s'")
+    return EXECUTOR
+
 
 weekly_rebuild = dg.ScheduleDefinition(
     name="weekly_rebuild", target=dg.AssetSelection.all(), cron_schedule="0 3 * * 1",
@@ -34,10 +63,11 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
 
 defs = dg.Definitions(
     assets=[observe_sources, *INGEST_ASSETS, *CXR_COHORT_ASSETS, *CXR_LABEL_ASSETS, *SPLIT_ASSETS,
-            *MIMIC_CXR_VQA_ASSETS, *EHR_DB_ASSETS, *EHRXQA_ASSETS, *PARAPHRASE_ASSETS],
+            *MIMIC_CXR_VQA_ASSETS, *EHR_DB_ASSETS, *EHRXQA_ASSETS, *PARAPHRASE_ASSETS, *VQA_SCORING_ASSETS,
+            *RELEASE_ASSETS],
     asset_checks=[*CONTRACT_CHECKS, *CXR_LABEL_CHECKS, *EHRXQA_CHECKS],
     schedules=[weekly_rebuild],
     sensors=[automation_sensor],
     resources=default_resources(),
-    executor=EXECUTOR,
+    executor=choose_executor(),
 )

@@ -253,3 +253,25 @@ def test_ehrxqa_check_fails_on_a_tampered_answer(built):
         con = duckdb.connect(str(settings.warehouse))
         con.execute("UPDATE ehrxqa.questions SET answer = ? WHERE split = ? AND id = ?", [answer, split, id_])
         con.close()
+
+
+def test_vqa_scores_for_every_module(built):
+    """The reference model trained on the phantom JPEGs, predicted the test and gold-database images of every
+    top folder, and the leaderboard scores each module; the oracle is exact on both datasets."""
+    settings, instance, _, summary = built
+    assert {"vqa_scoring/reference_model", "vqa_scoring/scores"} <= set(summary.materialized)
+    assert sum(1 for k in summary.materialized if k.startswith("vqa_scoring/predictions[")) == 10
+    model = _metadata(instance, "vqa_scoring", "reference_model")
+    assert model["trained"].value is True and model["training_curves"].value.startswith("![training curves]")
+    scores = json.loads((settings.release_dir / "scores.json").read_text())
+    assert {"reference", "oracle", "yes", "prior_most", "prior_question", "prior_question_text"} <= set(scores)
+    assert scores["oracle"]["mimic_cxr_vqa/accuracy"] == 1.0 and scores["oracle"]["ehrxqa/accuracy"] == 1.0
+    n = scores["oracle"]["mimic_cxr_vqa/n"]
+    assert n > 0 and all(scores[m]["mimic_cxr_vqa/n"] == n for m in ("reference", "yes", "prior_question"))
+    assert scores["yes"]["mimic_cxr_vqa/accuracy"] < scores["oracle"]["mimic_cxr_vqa/accuracy"]
+    board = _metadata(instance, "vqa_scoring", "scores")["leaderboard"].value
+    assert board.startswith("| module |") and "| reference |" in board
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        images = con.execute("SELECT count(DISTINCT image_id) FROM vqa_scoring.predicted_images").fetchone()[0]
+        test = con.execute("SELECT count(*) FROM splits.images WHERE split = 'test'").fetchone()[0]
+    assert images >= test > 0

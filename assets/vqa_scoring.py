@@ -1,0 +1,239 @@
+"""VQA scoring: the reference model trained on silver images, its predictions per image shard, and the
+scores of every VQA module on MIMIC-CXR-VQA and EHRXQA (paper Tables 4, E12, E16)."""
+
+import base64
+import json
+from dataclasses import asdict
+
+import dagster as dg
+import polars as pl
+from pydantic import Field
+
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, GPU_POOL, GPU_TAGS, ON_CHANGE
+from assets.cxr_cohort import IMAGE_PARTITIONS
+from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
+from assets.ehr_db import DB_KEYS, database_dir
+from assets.ehrxqa import QUESTIONS_KEY as EHRXQA_QUESTIONS_KEY
+from assets.ingest import ingest_key
+from assets.metadata import table_metadata, table_result
+from assets.mimic_cxr_vqa import QUESTIONS_KEY as VQA_QUESTIONS_KEY
+from assets.paraphrase import POOLS_KEY
+from assets.splits import SPLITS_KEY
+from ehrxqa_pipeline import names
+from ehrxqa_pipeline.atomic import write_bytes, write_text
+from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR
+from ehrxqa_pipeline.vqa.predictions import IMAGES_SCHEMA, RELATIONS_SCHEMA, Predictions
+from resources import PipelineConfig, VqaDevice, Warehouse
+
+MODEL_KEY = dg.AssetKey([names.VQA_SCORING, "reference_model"])
+PREDICTIONS_KEY = dg.AssetKey([names.VQA_SCORING, "predictions"])
+SCORES_KEY = dg.AssetKey([names.VQA_SCORING, "scores"])
+SCHEMA = names.VQA_SCORING
+OWNERS = ["team:ehrxqa"]
+_DEFAULT_EPOCHS = 6
+
+
+class ReferenceModelConfig(dg.Config):
+    """Training of the reference model (paper E.1.3, from scratch: no downloaded weights)."""
+
+    epochs: int = Field(default=_DEFAULT_EPOCHS, description="maximum epochs (early stop on valid AUROC)")
+    batch_size: int = Field(default=32, description="images per optimisation step (with their ~36 crops)")
+    lr: float = Field(default=3e-3, description="Adam learning rate")
+    crop_size: int = Field(default=32, description="side of an object crop in pixels")
+    max_images: int | None = Field(default=None, description="train on at most this many silver-train images")
+    decode_workers: int = Field(default=2, description="threads decoding JPEGs")
+
+
+class ScoringConfig(dg.Config):
+    threshold: float = Field(default=0.5, description="prior-corrected probability from which the reference "
+                             "model affirms a finding (0.5: the model's probability reaches the training prevalence)")
+    min_positives: int = Field(default=10, description="relative AUROC: (object, attribute) pairs with at least "
+                               "this many positives in test (paper: 10)")
+    robustness_k: int = Field(default=3, description="phrasings per test item for paraphrase robustness")
+
+
+def _files_root(settings):
+    return settings.source_dir / CXR_FILES_DIR
+
+
+def _model_path(settings):
+    return settings.home / "models" / "reference_model.pt"
+
+
+def _png_md(png: bytes, alt: str) -> dg.MetadataValue:
+    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})")
+
+
+def _gold_files(settings):
+    return (database_dir(settings, "gold") / "mimic_iv_cxr.db",
+            settings.home / "answer_sheets" / "gold" / "tb_cxr_plus.db")
+
+
+@dg.asset(key=MODEL_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"pytorch"}, owners=OWNERS,
+          deps=[SPLITS_KEY, LABEL_KEYS["silver"], ONTOLOGY_KEY, ingest_key("silver_bbox")],
+          automation_condition=ON_CHANGE, pool=GPU_POOL, op_tags=GPU_TAGS,
+          description="Grain: one model file (EHRXQA_HOME/models/reference_model.pt): a small CNN over each "
+                      "object's box crop with one presence output per attribute, plus view-position and sex heads "
+                      "on the whole image (paper E.1.3, trained from scratch). Trained on silver-train images, "
+                      "best epoch by silver-valid AUROC. CUDA when present (bf16 autocast), else CPU. Source: "
+                      "splits.images, cxr_labels.silver, cxr_labels.pairs, ingest.silver_bbox, the JPEGs.")
+def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelConfig, pipeline_config: PipelineConfig,
+                    warehouse: Warehouse, vqa_device: VqaDevice) -> dg.MaterializeResult:
+    from ehrxqa_pipeline.vqa.train import TrainConfig, plot_curves, save_model, train_reference
+    from ehrxqa_pipeline.vqa.workspace import snapshot
+
+    settings = pipeline_config.settings()
+    path = _model_path(settings)
+    if not settings.check_images:
+        path.unlink(missing_ok=True)
+        context.log.warning("EHRXQA_CHECK_IMAGES=0 (a source without JPEGs): no reference model is trained; "
+                            "vqa_scoring/scores reports the modules that read no pixels")
+        return dg.MaterializeResult(data_version=dg.DataVersion("untrained"),
+                                    metadata={"trained": False, "reason": "source without JPEGs"})
+    device = vqa_device.resolved()
+    train_config = TrainConfig(epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
+                               crop_size=config.crop_size, seed=settings.seed, max_images=config.max_images,
+                               decode_workers=config.decode_workers, device=device, amp=vqa_device.use_amp())
+    with warehouse.connect() as con:
+        work = snapshot(con)
+    result = train_reference(work, _files_root(settings), train_config, log=context.log.info)
+    save_model(result, path)
+    png = plot_curves(result.curves)
+    write_bytes(path.with_name("training_curves.png"), png)
+    best = result.curves[result.best_epoch - 1] if result.curves else {}
+    return dg.MaterializeResult(data_version=dg.DataVersion(result.version), metadata={
+        "trained": True, "version": result.version, "device": device, "path": dg.MetadataValue.path(str(path)),
+        "best_epoch": result.best_epoch, "valid_auroc": best.get("valid_auroc"),
+        "training_curves": _png_md(png, "training curves"),
+        "curves": dg.MetadataValue.json(result.curves), "timings": dg.MetadataValue.json(result.timings),
+        "config": dg.MetadataValue.json(asdict(train_config))})
+
+
+def _partition_images(work, settings, partition: str) -> list[str]:
+    """Valid (to choose the decision rule) and test images, and the gold database's images, in top folder
+    ``partition`` (pNN)."""
+    return [r[0] for r in work.execute(
+        "SELECT image_id FROM splits.images WHERE split IN ('valid', 'test', 'ehrxqa') AND image_path LIKE ? "
+        "ORDER BY image_id", [f"{partition}/%"]).fetchall()]
+
+
+@dg.asset(key=PREDICTIONS_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"pytorch", "duckdb"},
+          owners=OWNERS, deps=[MODEL_KEY, SPLITS_KEY, DB_KEYS["gold"]], partitions_def=IMAGE_PARTITIONS,
+          automation_condition=ON_CHANGE, pool=GPU_POOL, op_tags={**DUCKDB_TAGS, **GPU_TAGS},
+          description="Grain: one row per (image, object, attribute) of the label pool with the reference model's "
+                      "probability (vqa_scoring.predicted_relations) and one row per image with P(PA), P(male) and "
+                      "the given boxes' CTR/MTR (vqa_scoring.predicted_images), for the valid and test images and "
+                      "every image of the gold EHRXQA database in one MIMIC-CXR top folder (partition pNN). Batch "
+                      "inference with parallel JPEG decoding. Source: vqa_scoring/reference_model, splits.images, "
+                      "the gold database's TB_CXR, the JPEGs.")
+def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse,
+                vqa_device: VqaDevice) -> dg.MaterializeResult:
+    settings = pipeline_config.settings()
+    part = context.partition_key
+    path = _model_path(settings)
+    preds, timings = Predictions.empty(), {}
+    if path.is_file():
+        from ehrxqa_pipeline.vqa.infer import predict
+        from ehrxqa_pipeline.vqa.train import load_model
+        from ehrxqa_pipeline.vqa.workspace import database_images, snapshot
+
+        extra = database_images(_gold_files(settings)[0])
+        with warehouse.connect() as con:
+            work = snapshot(con, extra)
+        ids = _partition_images(work, settings, part)
+        if ids:
+            device = vqa_device.resolved()
+            preds = predict(load_model(path, device), work, _files_root(settings), split=None, image_ids=ids,
+                            device=device, timings=timings)
+        context.log.info(f"{part}: {len(ids)} images predicted")
+    else:
+        context.log.warning(f"{part}: no reference model ({path}); nothing predicted")
+    with warehouse.connect() as con:
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        for table, frame, schema in (("predicted_relations", preds.relations, RELATIONS_SCHEMA),
+                                     ("predicted_images", preds.images, IMAGES_SCHEMA)):
+            cols = ", ".join(f'"{c}" {"DOUBLE" if t == pl.Float64 else "FLOAT" if t == pl.Float32 else "VARCHAR"}'
+                             for c, t in schema.items())
+            con.execute(f'CREATE TABLE IF NOT EXISTS {SCHEMA}.{table} ("partition" VARCHAR, {cols})')
+            con.execute("BEGIN TRANSACTION")
+            con.execute(f'DELETE FROM {SCHEMA}.{table} WHERE "partition" = ?', [part])
+            if frame.height:
+                con.register("_frame", frame.with_columns(partition=pl.lit(part)).select("partition", *schema))
+                con.execute(f"INSERT INTO {SCHEMA}.{table} SELECT * FROM _frame")
+                con.unregister("_frame")
+            con.execute("COMMIT")
+        shard = f"""(SELECT * FROM {SCHEMA}.predicted_relations WHERE "partition" = '{part}')"""
+        return dg.MaterializeResult(metadata={
+            **table_metadata(con, shard), "images": preds.images.height,
+            "timings": dg.MetadataValue.json({k: v for k, v in timings.items() if k != "missing"})})
+
+
+# Laplace-smoothed share of silver-train images on which each pool pair is affirmed (evaluate.prior_corrected)
+PREVALENCE_SQL = """
+    SELECT p.object, p.attribute, (count(l.image_id) + 1.0) / (max(n.n) + 2.0) AS prevalence
+    FROM cxr_labels.pairs p
+    CROSS JOIN (SELECT count(*) AS n FROM splits.images WHERE split = 'train') n
+    LEFT JOIN (SELECT s.image_id, s.object, s.attribute FROM cxr_labels.silver s
+               JOIN splits.images i ON i.image_id = s.image_id AND i.split = 'train') l
+      ON l.object = p.object AND l.attribute = p.attribute
+    GROUP BY p.object, p.attribute ORDER BY p.object, p.attribute"""
+
+
+def _load_predictions(con) -> Predictions | None:
+    rel = con.execute(f"SELECT {', '.join(RELATIONS_SCHEMA)} FROM {SCHEMA}.predicted_relations "
+                      "ORDER BY image_id, object, attribute").pl().cast(RELATIONS_SCHEMA)
+    img = con.execute(f"SELECT {', '.join(IMAGES_SCHEMA)} FROM {SCHEMA}.predicted_images ORDER BY image_id"
+                      ).pl().cast(IMAGES_SCHEMA)
+    return Predictions(rel, img) if img.height else None
+
+
+@dg.asset(key=SCORES_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"duckdb", "json"}, owners=OWNERS,
+          deps=[PREDICTIONS_KEY, VQA_QUESTIONS_KEY, EHRXQA_QUESTIONS_KEY, LABEL_KEYS["gold"], POOLS_KEY,
+                DB_KEYS["gold"]],
+          automation_condition=ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+          description="Grain: one row per (VQA module, metric): MIMIC-CXR-VQA test accuracy and micro F1 (overall, "
+                      "per content type), relative AUROC vs the reference model (E.1.3), EHRXQA execution accuracy "
+                      "of the gold NeuralSQL per modality x patient scope (Table E16), paraphrase robustness of "
+                      "text-reading modules. Table vqa_scoring.scores; EHRXQA_HOME/release/scores.{json,md}. "
+                      "Source: vqa_scoring.predicted_*, mimic_cxr_vqa.questions, ehrxqa.questions (test), "
+                      "cxr_labels.gold, paraphrase.pools, the gold database and answer sheet.")
+def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_config: PipelineConfig,
+           warehouse: Warehouse, vqa_device: VqaDevice) -> dg.MaterializeResult:
+    from ehrxqa_pipeline.vqa.evaluate import EvaluationInputs, evaluate
+    from ehrxqa_pipeline.vqa.leaderboard import leaderboard_markdown, scores_json
+
+    settings = pipeline_config.settings()
+    database, sheet = _gold_files(settings)
+    with warehouse.connect() as con:
+        preds = _load_predictions(con)
+        inputs = EvaluationInputs(
+            questions=con.execute(f"SELECT * FROM {names.MIMIC_CXR_VQA}.questions ORDER BY q").pl(),
+            images=con.execute("SELECT * FROM splits.images").pl(),
+            pairs=con.execute("SELECT object, attribute, category FROM cxr_labels.pairs").pl(),
+            gold_positives=con.execute("SELECT image_id, object, attribute FROM cxr_labels.gold").pl(),
+            ehrxqa_items=con.execute(f"SELECT * FROM {names.EHRXQA}.questions WHERE split = 'test' ORDER BY id").pl(),
+            gold_database=database, answer_sheet=sheet,
+            images_root=_files_root(settings) if settings.check_images else None, predictions=preds,
+            prevalence=con.execute(PREVALENCE_SQL).pl(),
+            pools=con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl(), vision=vqa_device.vision())
+    result = evaluate(inputs, seed=settings.seed, threshold=config.threshold, min_positives=config.min_positives,
+                      robustness_k=config.robustness_k, log=context.log.info)
+    text = scores_json(result.scores)
+    md = leaderboard_markdown(result.scores)
+    write_text(settings.release_dir / "scores.json", text)
+    write_text(settings.release_dir / "scores.md", md)
+    rows = pl.DataFrame([{"module": m, "metric": k, "value": None if v is None else float(v)}
+                         for m, metrics in json.loads(text).items() for k, v in metrics.items()],
+                        schema={"module": pl.String, "metric": pl.String, "value": pl.Float64})
+    with warehouse.connect() as con:
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        con.register("_frame", rows)
+        con.execute(f"CREATE OR REPLACE TABLE {SCHEMA}.scores AS SELECT * FROM _frame")
+        con.unregister("_frame")
+        return table_result(context, con, f"{SCHEMA}.scores", metadata={
+            "leaderboard": dg.MetadataValue.md(md), "modules": dg.MetadataValue.json(sorted(result.scores)),
+            "reference_trained": preds is not None, "reference_decision": dg.MetadataValue.json(result.decision),
+            "path": dg.MetadataValue.path(str(settings.release_dir / "scores.json"))})
+
+
+VQA_SCORING_ASSETS = [reference_model, predictions, scores]
