@@ -44,7 +44,7 @@ def _slot_words(t: VqaTemplate) -> dict[str, pl.Expr]:
     return out
 
 
-def _phrasing_expr(t: VqaTemplate) -> pl.Expr:
+def phrasing_expr(t: VqaTemplate) -> pl.Expr:
     """The ``paraphrase`` column with every slot of ``t`` filled from the argument columns."""
     expr = pl.col("paraphrase")
     for slot, words in _slot_words(t).items():
@@ -59,7 +59,7 @@ def _template_columns(frame: pl.DataFrame) -> pl.DataFrame:
     for t in TEMPLATES:
         part = frame.filter(pl.col("template_key") == t.key)
         if part.height:
-            parts.append(part.with_columns(_phrasing_expr(t) if phrased else question_expr(t),
+            parts.append(part.with_columns(phrasing_expr(t) if phrased else question_expr(t),
                                            semantic_type=pl.lit(t.semantic_type), content_type=pl.lit(t.content_type),
                                            template=pl.col("paraphrase") if phrased else pl.lit(t.text),
                                            template_program=pl.lit(t.program)))

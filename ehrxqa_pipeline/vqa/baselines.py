@@ -30,7 +30,7 @@ import polars as pl
 from ehrxqa_pipeline.questions.neuralsql.errors import OracleQuestionError
 from ehrxqa_pipeline.questions.neuralsql.oracle import QuestionInverter
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import Answer, ImageRef
-from ehrxqa_pipeline.questions.vqa_records import _phrasing_expr
+from ehrxqa_pipeline.questions.vqa_records import phrasing_expr
 from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES, get_template, question_expr
 
 FIT_SPLITS = ("train", "valid")
@@ -49,7 +49,7 @@ def question_texts(frame: pl.DataFrame) -> pl.Series:
         return frame["question"]
     f = frame.with_row_index("_q")
     parts = [f.filter(pl.col("template_key") == t.key).select(
-        "_q", _phrasing_expr(t) if "paraphrase" in f.columns else question_expr(t)) for t in TEMPLATES]
+        "_q", phrasing_expr(t) if "paraphrase" in f.columns else question_expr(t)) for t in TEMPLATES]
     out = pl.concat(parts).sort("_q")
     if out.height != frame.height:
         raise ValueError(f"unknown template keys {sorted(set(frame['template_key']) - {t.key for t in TEMPLATES})}")

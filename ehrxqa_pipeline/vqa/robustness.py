@@ -29,7 +29,7 @@ from ehrxqa_pipeline.paraphrase.pools import SPLIT_SIDE
 from ehrxqa_pipeline.paraphrase.templates import MIMIC_CXR_VQA
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import VqaModule, ask
-from ehrxqa_pipeline.questions.vqa_records import _phrasing_expr
+from ehrxqa_pipeline.questions.vqa_records import phrasing_expr
 from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES
 from ehrxqa_pipeline.rng import generator
 
@@ -59,7 +59,7 @@ def phrasings(test_questions: pl.DataFrame, pools: pl.DataFrame | None, k: int =
     u = generator(seed, STEP).random(rows.height)
     rows = (rows.with_columns(_u=pl.Series(u)).with_columns(_r=pl.col("_u").rank("ordinal").over("item"))
             .filter(pl.col("_r") <= k))
-    parts = [rows.filter(pl.col("template_key") == t.key).with_columns(_phrasing_expr(t)) for t in TEMPLATES]
+    parts = [rows.filter(pl.col("template_key") == t.key).with_columns(phrasing_expr(t)) for t in TEMPLATES]
     out = pl.concat([p for p in parts if p.height] or [rows.with_columns(question=pl.lit(None, pl.String))])
     return out.select("item", "image_id", "template_key", pl.col("paraphrase").alias("phrasing"),
                       "question").sort("item", "phrasing")
