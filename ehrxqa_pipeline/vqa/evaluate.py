@@ -7,8 +7,9 @@ the gold labels of the test images for MIMIC-CXR-VQA, the gold database's answer
 and ``vision`` (an OpenAI-compatible endpoint, when one is configured).
 
 - MIMIC-CXR-VQA test: accuracy and micro F1 overall, per content type and semantic type
-  (``scoring.score_mimic_cxr_vqa``); relative AUROC of each binary module against the reference model on
-  the verify items (``scoring.verify_auroc``, pairs with >= ``min_positives`` positives).
+  (``scoring.score_mimic_cxr_vqa``); relative AUROC of each module against the reference model on the
+  decomposed Test (verify) set, "is there {attribute} in the {object}?" for every pool pair of every test
+  image (``scoring.verify_items`` / ``verify_auroc``, pairs with >= ``min_positives`` positives).
 - EHRXQA test: execution accuracy of the gold NeuralSQL with each module as FUNC_VQA, per modality x
   patient scope (``scoring.score_ehrxqa``). Table items call no VQA module, so they run once and their
   outcome is shared by every module (same result, a fifth of the time).
@@ -33,7 +34,7 @@ from ehrxqa_pipeline.vqa.leaderboard import module_scores
 from ehrxqa_pipeline.vqa.modules import OpenAIVisionModule, ReferenceModule, answer_mimic_cxr_vqa
 from ehrxqa_pipeline.vqa.predictions import Predictions
 from ehrxqa_pipeline.vqa.robustness import paraphrase_robustness, phrasings
-from ehrxqa_pipeline.vqa.scoring import score_ehrxqa, score_mimic_cxr_vqa, verify_auroc
+from ehrxqa_pipeline.vqa.scoring import score_ehrxqa, score_mimic_cxr_vqa, verify_auroc, verify_items
 
 
 @dataclass(frozen=True)
@@ -159,10 +160,14 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
         log(f"MIMIC-CXR-VQA test: {name} answers {test.height:,} questions")
         answers[name] = answer_mimic_cxr_vqa(module, test, images=x.images, images_root=x.images_root)
         out.details[name] = {"mimic_cxr_vqa": score_mimic_cxr_vqa(test, answers[name])}
-    if x.predictions is not None:
-        for name in mimic_modules:
-            auroc = verify_auroc(test, x.predictions, x.gold_positives, min_positives, answers[name])
-            out.details[name]["auroc"] = auroc
+    if x.predictions is not None:  # E.1.3 on the decomposed Test (verify) set: every pool pair of every test image
+        verify = verify_items(x.predictions, x.gold_positives, test["image_id"].unique().sort())
+        log(f"relative AUROC: {verify.height:,} decomposed verify questions")
+        for name, module in mimic_modules.items():
+            if name == "vision":
+                continue  # one request per (image, pair): not sent to a remote endpoint for a side metric
+            said = answer_mimic_cxr_vqa(module, verify, images=x.images, images_root=x.images_root)
+            out.details[name]["auroc"] = verify_auroc(verify, x.predictions, x.gold_positives, min_positives, said)
 
     is_table = x.ehrxqa_items["scope"].map_elements(modality, return_dtype=pl.String) == "table"
     log(f"EHRXQA test: {int(is_table.sum()):,} table items once, {int((~is_table).sum()):,} image items per module")

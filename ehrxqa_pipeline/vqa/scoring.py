@@ -30,7 +30,7 @@ import polars as pl
 from ehrxqa_pipeline.questions.ehrxqa.registry import BY_INDEX
 from ehrxqa_pipeline.questions.ehrxqa.stats import scope_axes
 from ehrxqa_pipeline.questions.neuralsql import NeuralSqlError, NeuralSqlExecutor, VqaModule, same_answer
-from ehrxqa_pipeline.questions.vqa_templates import CONTENT_TYPES, SEMANTIC_TYPES, TEMPLATES
+from ehrxqa_pipeline.questions.vqa_templates import ARGUMENT_COLUMNS, CONTENT_TYPES, SEMANTIC_TYPES, TEMPLATES
 from ehrxqa_pipeline.vqa.metrics import (accuracy, auroc_by_group, execution_accuracy, micro_f1, relative_auroc)
 from ehrxqa_pipeline.vqa.predictions import Predictions
 
@@ -73,9 +73,10 @@ def verify_items(predictions: Predictions, gold_positives: pl.DataFrame, image_i
     ids = pl.Series(list(image_ids), dtype=pl.String)
     rel = predictions.relations.filter(pl.col("image_id").is_in(ids.implode()))
     lab = _label(rel.select("image_id", *_KEYS), gold_positives)
-    return lab.select(pl.lit("test").alias("split"), pl.lit(VERIFY_TEMPLATE).alias("template_key"), "image_id",
-                      pl.col("object").alias("object_1"), pl.col("attribute").alias("attribute_1"),
-                      pl.concat_list(pl.when("label").then(pl.lit("yes")).otherwise(pl.lit("no"))).alias("answer"))
+    out = lab.select(pl.lit("test").alias("split"), pl.lit(VERIFY_TEMPLATE).alias("template_key"), "image_id",
+                     pl.col("object").alias("object_1"), pl.col("attribute").alias("attribute_1"),
+                     pl.concat_list(pl.when("label").then(pl.lit("yes")).otherwise(pl.lit("no"))).alias("answer"))
+    return out.with_columns([pl.lit(None, pl.String).alias(c) for c in ARGUMENT_COLUMNS if c not in out.columns])
 
 
 def _label(frame: pl.DataFrame, gold_positives: pl.DataFrame) -> pl.DataFrame:

@@ -68,6 +68,11 @@ def test_every_module_scored_and_table_items_shared(inputs):
     assert result.scores["yes"]["ehrxqa/n"] == inputs.ehrxqa_items.height
     # yes answers "yes" to every verify item: its MIMIC accuracy is the share of ["yes"] answers (3 of 12)
     assert result.scores["yes"]["mimic_cxr_vqa/accuracy"] == pytest.approx(3 / 12)
+    # relative AUROC on the decomposed verify set: the predictions are the gold labels, so the reference is
+    # perfect (1.0 of 1.0) and a constant answer ranks nothing (0.5 of 1.0), over the same pairs
+    ref, yes = result.scores["reference"], result.scores["yes"]
+    assert ref["auroc_rel/pairs"] == yes["auroc_rel/pairs"] > 0
+    assert (ref["auroc_rel/mean"], yes["auroc_rel/mean"]) == (pytest.approx(1.0), pytest.approx(0.5))
     # no paraphrase pools here: each item has one phrasing, so there is no pair to compare
     assert result.scores["prior_question_text"]["robustness/pairs"] == 0
 
