@@ -17,7 +17,8 @@ from assets.sources import HASH_CACHE
 from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.hashing import HashCache
 from ehrxqa_pipeline.paraphrase import review
-from ehrxqa_pipeline.release import datasheet, manifest, plots, tables, write_atomic
+from ehrxqa_pipeline.atomic import write_text
+from ehrxqa_pipeline.release import datasheet, manifest, plots, tables
 from ehrxqa_pipeline.release.digest import sha256_file
 from resources import LLMResource, PipelineConfig, Warehouse
 
@@ -135,7 +136,7 @@ def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: Pipeli
     deviations = manifest.repository_root() / "docs" / "deviations.md"
     md = datasheet.render_datasheet(_tables(settings), sources, code, settings.seed, config,
                                     deviations.read_text() if deviations.is_file() else None)
-    path = write_atomic(settings.release_dir / DATASHEET_FILE, md)
+    path = write_text(settings.release_dir / DATASHEET_FILE, md)
     return dg.MaterializeResult(metadata={"datasheet": dg.MetadataValue.md(md),
                                           "path": dg.MetadataValue.path(str(path))})
 

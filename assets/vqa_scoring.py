@@ -1,7 +1,6 @@
 """VQA scoring: the reference model trained on silver images, its predictions per image shard, and the
 scores of every VQA module on MIMIC-CXR-VQA and EHRXQA (paper Tables 4, E12, E16)."""
 
-import base64
 import json
 from dataclasses import asdict
 
@@ -21,6 +20,7 @@ from assets.paraphrase import POOLS_KEY
 from assets.splits import SPLITS_KEY
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.atomic import write_bytes, write_text
+from ehrxqa_pipeline.release.plots import markdown_image
 from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR
 from ehrxqa_pipeline.vqa.predictions import IMAGES_SCHEMA, RELATIONS_SCHEMA, Predictions
 from resources import PipelineConfig, VqaDevice, Warehouse
@@ -58,10 +58,6 @@ def _files_root(settings):
 
 def _model_path(settings):
     return settings.home / "models" / "reference_model.pt"
-
-
-def _png_md(png: bytes, alt: str) -> dg.MetadataValue:
-    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})")
 
 
 def _gold_files(settings):
@@ -104,12 +100,12 @@ def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelCon
     return dg.MaterializeResult(data_version=dg.DataVersion(result.version), metadata={
         "trained": True, "version": result.version, "device": device, "path": dg.MetadataValue.path(str(path)),
         "best_epoch": result.best_epoch, "valid_auroc": best.get("valid_auroc"),
-        "training_curves": _png_md(png, "training curves"),
+        "training_curves": dg.MetadataValue.md(markdown_image(png, "training curves")),
         "curves": dg.MetadataValue.json(result.curves), "timings": dg.MetadataValue.json(result.timings),
         "config": dg.MetadataValue.json(asdict(train_config))})
 
 
-def _partition_images(work, settings, partition: str) -> list[str]:
+def _partition_images(work, partition: str) -> list[str]:
     """Valid (to choose the decision rule) and test images, and the gold database's images, in top folder
     ``partition`` (pNN)."""
     return [r[0] for r in work.execute(
@@ -139,8 +135,8 @@ def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConf
 
         extra = database_images(_gold_files(settings)[0])
         with warehouse.connect() as con:
-            work = snapshot(con, extra)
-        ids = _partition_images(work, settings, part)
+            work = snapshot(con, extra, top_folder=part)
+        ids = _partition_images(work, part)
         if ids:
             device = vqa_device.resolved()
             preds = predict(load_model(path, device), work, _files_root(settings), split=None, image_ids=ids,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ehrxqa_pipeline.hashing import HashCache, combine, file_digest
 from ehrxqa_pipeline.names import SEMANTICS
-from ehrxqa_pipeline.release import write_atomic
+from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.release.digest import (CODE_DIRS, code_files, duckdb_content_digest, sha256_file,
                                             tree_digest)
 from ehrxqa_pipeline.sources.files import resolve
@@ -133,7 +133,7 @@ def dumps(manifest: Mapping) -> str:
 
 def write_manifest(manifest: Mapping, release_dir: Path) -> Path:
     """Write ``release_dir/manifest.json`` atomically."""
-    return write_atomic(Path(release_dir) / MANIFEST_NAME, dumps(manifest))
+    return write_text(Path(release_dir) / MANIFEST_NAME, dumps(manifest))
 
 
 def verify(release_dir: Path, manifest: Mapping | None = None) -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ehrxqa_pipeline.release import write_atomic
+from ehrxqa_pipeline.atomic import write_bytes
 
 SPLITS = ("train", "valid", "test")
 COLORS = {"train": "#4C72B0", "valid": "#DD8452", "test": "#55A868"}
@@ -139,4 +139,4 @@ def write_plots(release_dir: Path, pngs: Mapping[str, bytes]) -> dict[str, Path]
     for old in out.glob("*.png") if out.is_dir() else ():
         if old.name not in pngs:
             old.unlink()
-    return {name: write_atomic(out / name, data) for name, data in sorted(pngs.items())}
+    return {name: write_bytes(out / name, data) for name, data in sorted(pngs.items())}

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ehrxqa_pipeline.markdown import table
-from ehrxqa_pipeline.release import write_atomic
+from ehrxqa_pipeline.atomic import write_text
 
 SPLITS = ("train", "valid", "test")
 VQA_DIR, EHRXQA_DIR, OUT_DIR = "mimic-cxr-vqa", "ehrxqa", "statistics"
@@ -161,6 +161,6 @@ def render_markdown(tables: Mapping, vqa_markdown: str, ehrxqa_markdown: str) ->
 
 def write_tables(release_dir: Path, tables: Mapping, markdown: str) -> dict[str, Path]:
     out = Path(release_dir) / OUT_DIR
-    return {"json": write_atomic(out / "tables.json", json.dumps(tables, indent=2, sort_keys=True,
+    return {"json": write_text(out / "tables.json", json.dumps(tables, indent=2, sort_keys=True,
                                                                 ensure_ascii=False) + "\n"),
-            "md": write_atomic(out / "tables.md", markdown)}
+            "md": write_text(out / "tables.md", markdown)}

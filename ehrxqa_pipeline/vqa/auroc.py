@@ -3,9 +3,8 @@
 Grain: ``auroc`` -> one number for one (labels, scores) vector; ``pair_auroc`` -> one row per
 (object, attribute) pair with at least ``min_positives`` positives and one negative.
 Source: model scores (``Predictions.relations.prob`` or training logits) joined with 0/1 labels.
-Used for model selection during training and for the reference model's report; scikit-learn is not a
-dependency, so this is the usual closed form: AUROC = (R_pos - P (P + 1) / 2) / (P N), R_pos the sum of
-the positives' average ranks.
+Used for model selection during training and for the reference model's report; the rank formula itself
+is ``vqa.metrics`` (``auroc``, ``auroc_by_group``), shared with scoring.
 """
 
 from __future__ import annotations
@@ -13,28 +12,13 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-
-def _average_ranks(x: np.ndarray) -> np.ndarray:
-    order = np.argsort(x, kind="mergesort")
-    xs = x[order]
-    starts = np.r_[0, np.flatnonzero(xs[1:] != xs[:-1]) + 1]
-    ends = np.r_[starts[1:], len(xs)]
-    avg = (starts + ends + 1) / 2.0  # 1-based average rank of each tie block
-    ranks = np.empty(len(x), np.float64)
-    ranks[order] = np.repeat(avg, ends - starts)
-    return ranks
+from ehrxqa_pipeline.vqa import metrics
 
 
 def auroc(y: np.ndarray, score: np.ndarray) -> float:
-    """AUROC of ``score`` for binary ``y``; NaN when y has only one class."""
-    y = np.asarray(y).astype(bool)
-    score = np.asarray(score, np.float64)
-    p = int(y.sum())
-    n = len(y) - p
-    if p == 0 or n == 0:
-        return float("nan")
-    r = _average_ranks(score)
-    return float((r[y].sum() - p * (p + 1) / 2) / (p * n))
+    """AUROC of ``score`` for binary ``y`` (``metrics.auroc``); NaN when y has only one class."""
+    value = metrics.auroc(score, y)
+    return float("nan") if value is None else value
 
 
 def pair_auroc(frame: pl.DataFrame, min_positives: int = 3, label: str = "label", score: str = "prob",
@@ -42,18 +26,13 @@ def pair_auroc(frame: pl.DataFrame, min_positives: int = 3, label: str = "label"
     """Per-pair AUROC of ``score`` vs ``label`` (0/1) over the rows of ``frame`` (one row per image x pair).
 
     Returns object, attribute, positives, negatives, auroc for pairs with >= ``min_positives`` positives
-    and >= 1 negative, sorted by the pair.
+    and >= 1 negative, sorted by the pair (``metrics.auroc_by_group`` with the training's support rule).
     """
     keys = list(by)
-    lab = pl.col(label).cast(pl.Int64)
-    return (frame.with_columns(pl.col(score).cast(pl.Float64).rank("average").over(keys).alias("_r"))
-            .group_by(keys)
-            .agg(lab.sum().alias("positives"), (1 - lab).sum().alias("negatives"),
-                 (pl.col("_r") * lab).sum().alias("_rpos"))
+    return (metrics.auroc_by_group(frame, keys, score, label)
+            .with_columns(negatives=pl.col("n") - pl.col("positives"))
             .filter((pl.col("positives") >= min_positives) & (pl.col("negatives") >= 1))
-            .with_columns(((pl.col("_rpos") - pl.col("positives") * (pl.col("positives") + 1) / 2)
-                           / (pl.col("positives") * pl.col("negatives"))).alias("auroc"))
-            .drop("_rpos").sort(keys))
+            .select(*keys, "positives", "negatives", "auroc"))
 
 
 def macro_auroc(frame: pl.DataFrame, min_positives: int = 3, **kwargs) -> tuple[float, int]:

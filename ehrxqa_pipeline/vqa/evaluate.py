@@ -24,7 +24,6 @@ from pathlib import Path
 
 import polars as pl
 
-from ehrxqa_pipeline.questions.ehrxqa.stats import modality
 from ehrxqa_pipeline.questions.neuralsql import OracleModule
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import YesModule
@@ -45,7 +44,7 @@ class EvaluationInputs:
     images: pl.DataFrame  # splits.images
     pairs: pl.DataFrame  # cxr_labels.pairs: object, attribute, category
     gold_positives: pl.DataFrame  # cxr_labels.gold: image_id, object, attribute
-    ehrxqa_items: pl.DataFrame  # ehrxqa.questions rows of the test split
+    ehrxqa_items: pl.DataFrame  # ehrxqa.questions rows of the test split (with their modality column)
     gold_database: Path  # the exported gold mimic_iv_cxr.db
     answer_sheet: Path  # its tb_cxr_plus.db
     images_root: Path | None  # MIMIC-CXR-JPG files/ (None: no pixels)
@@ -169,7 +168,7 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
             said = answer_mimic_cxr_vqa(module, verify, images=x.images, images_root=x.images_root)
             out.details[name]["auroc"] = verify_auroc(verify, x.predictions, x.gold_positives, min_positives, said)
 
-    is_table = x.ehrxqa_items["scope"].map_elements(modality, return_dtype=pl.String) == "table"
+    is_table = x.ehrxqa_items["modality"] == "table"
     log(f"EHRXQA test: {int(is_table.sum()):,} table items once, {int((~is_table).sum()):,} image items per module")
     table_part = score_ehrxqa(x.gold_database, x.images_root, x.ehrxqa_items.filter(is_table), None)
     image_items = x.ehrxqa_items.filter(~is_table)

@@ -53,9 +53,11 @@ def _copy(src: duckdb.DuckDBPyConnection, dst: duckdb.DuckDBPyConnection, table:
     dst.unregister("_copy")
 
 
-def snapshot(con: duckdb.DuckDBPyConnection, extra: pl.DataFrame | None = None) -> duckdb.DuckDBPyConnection:
+def snapshot(con: duckdb.DuckDBPyConnection, extra: pl.DataFrame | None = None,
+             top_folder: str | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB holding ``COPIED`` and the boxes of its images; ``extra`` (``database_images``
-    rows) joins ``splits.images`` with split 'ehrxqa' where the image is not already there."""
+    rows) joins ``splits.images`` with split 'ehrxqa' where the image is not already there. ``top_folder``
+    (pNN): copy only the boxes of that folder's images (one inference partition)."""
     mem = duckdb.connect()
     for table in COPIED:
         _copy(con, mem, table, f"SELECT * FROM {table}")
@@ -67,7 +69,8 @@ def snapshot(con: duckdb.DuckDBPyConnection, extra: pl.DataFrame | None = None) 
                    {image_relpath_sql('e.subject_id', 'e.study_id', 'e.image_id')} AS image_path
             FROM _extra e WHERE e.image_id NOT IN (SELECT image_id FROM splits.images)""")
         mem.unregister("_extra")
-    ids = mem.execute("SELECT image_id FROM splits.images").pl()
+    ids = mem.execute("SELECT image_id FROM splits.images WHERE ? IS NULL OR image_path LIKE ? || '/%'",
+                      [top_folder, top_folder]).pl()
     con.register("_snapshot_ids", ids)
     try:
         _copy(con, mem, "ingest.silver_bbox", """
