@@ -21,8 +21,8 @@ from pathlib import Path
 import polars as pl
 
 from ehrxqa_pipeline.atomic import write_json
-from ehrxqa_pipeline.questions.vqa_templates import (ARGUMENT_KINDS, CATEGORY_PLURAL, CATEGORY_TEXT, GENDER_TEXT,
-                                                     SLOT_COLUMNS, TEMPLATES, VqaTemplate, question_expr)
+from ehrxqa_pipeline.questions.vqa_templates import (ARGUMENT_KINDS, GENDER_TEXT, SLOT_COLUMNS, TEMPLATES,
+                                                     VqaTemplate, category_names, question_expr)
 
 RECORD_FIELDS = ("split", "idx", "subject_id", "study_id", "image_id", "image_path", "question", "semantic_type",
                  "content_type", "template", "template_program", "template_arguments", "answer")
@@ -36,7 +36,7 @@ def _slot_words(t: VqaTemplate) -> dict[str, pl.Expr]:
         col = pl.col(SLOT_COLUMNS[slot])
         if slot.startswith("category"):
             before = t.text[:t.text.index("${" + slot + "}")]
-            col = col.replace_strict(CATEGORY_TEXT if before.endswith("Which ") else CATEGORY_PLURAL,
+            col = col.replace_strict(category_names(before),
                                      return_dtype=pl.String)
         elif slot == "gender":
             col = col.replace_strict(GENDER_TEXT, return_dtype=pl.String)

@@ -135,6 +135,13 @@ _ROWS = (
 TEMPLATES: tuple[VqaTemplate, ...] = tuple(
     VqaTemplate(i, key, text, ct, st) for i, (key, ct, st, text) in enumerate(_ROWS, start=1))
 TEMPLATE_BY_KEY: dict[str, VqaTemplate] = {t.key: t for t in TEMPLATES}
+# EHRXQA embeds these questions in its image templates with the wording of its published template list
+# (template_idx_to_template_info.json, ``vqa_template``): lower-case first letter and the singular
+# "abnormality" ("list all abnormality in the ${object}."); as an "indicating" predicate or a 2-study
+# comparison, "Is the ${object} abnormal?" reads "are there any abnormality in the ${object}?".
+EHRXQA_WORDING: dict[str, str] = {t.key: (t.text[0].lower() + t.text[1:]).replace("abnormalities", "abnormality")
+                                  for t in TEMPLATES}
+EHRXQA_ANY_ABNORMALITY = "are there any abnormality in the ${object}?"  # base_abn_1, as EHRXQA also words it
 
 
 def get_template(template: VqaTemplate | str) -> VqaTemplate:
@@ -147,10 +154,22 @@ def get_template(template: VqaTemplate | str) -> VqaTemplate:
         raise KeyError(f"unknown MIMIC-CXR-VQA template key {template!r}") from None
 
 
+def wordings(template: VqaTemplate | str) -> tuple[str, ...]:
+    """Every wording that asks this template's question: the paper's and EHRXQA's (the oracle reads them all)."""
+    t = get_template(template)
+    extra = (EHRXQA_ANY_ABNORMALITY,) if t.key == "base_abn_1" else ()
+    return tuple(dict.fromkeys((t.text, EHRXQA_WORDING[t.key], *extra)))
+
+
+def category_names(before: str) -> dict[str, str]:
+    """How a ${category} slot reads after the text ``before`` it: singular after "which", else plural."""
+    return CATEGORY_TEXT if before.lower().endswith("which ") else CATEGORY_PLURAL
+
+
 def _slot_text(slot: str, before: str) -> pl.Expr:
     col = pl.col(SLOT_COLUMNS[slot])
     if slot.startswith("category"):
-        names = CATEGORY_TEXT if before.endswith("Which ") else CATEGORY_PLURAL
+        names = category_names(before)
         return col.replace_strict(names, return_dtype=pl.String)
     if slot == "gender":
         return col.replace_strict(GENDER_TEXT, return_dtype=pl.String)

@@ -12,6 +12,7 @@ from ehrxqa_pipeline.questions.ehrxqa import (BY_INDEX, ImageFiller, TimeFilter,
                                               fill_items, modality)
 from ehrxqa_pipeline.questions.ehrxqa import CATALOG as FULL_CATALOG
 from ehrxqa_pipeline.questions.neuralsql import NeuralSqlExecutor
+from ehrxqa_pipeline.questions.neuralsql.shapes import shape
 from ehrxqa_pipeline.rng import generator
 
 # the image and image+table templates (this database has no table events beyond those they use; the table
@@ -29,6 +30,14 @@ def test_every_template_is_filled_and_consistent(items, conn, oracle):
     assert set(per) == {t.index for t in CATALOG}  # all 168 templates instantiated
     assert sum(per.values()) >= 3 * 168
     assert_consistent(items, conn, oracle)  # raises on any mismatch
+
+
+def test_every_template_composes_the_published_neuralsql_shapes(items):
+    shapes = Counter((i.template.index // 100 * 100, shape(i.neural_sql)) for i in items)
+    families = {fam: {s for f, s in shapes if f == fam} for fam, _ in shapes}
+    assert families == {1000: {"P1"}, 1100: {"P1"}, **{f: {"P1", "P3"} for f in (2000, 2100, 2200, 2300)},
+                        **{f: {"P2"} for f in (3000, 3100, 3200, 3300, 4000, 4100, 6000)}, 5000: {"P3"},
+                        5100: {"P4"}, 5200: {"P4"}}
 
 
 def test_answers_are_not_trivial(items):
@@ -102,7 +111,7 @@ LL_LO = {"object_1": "left lung", "attribute_1": "lung opacity"}
     (2306, {"study_id1": 12, "object_1": "left lung", "category_1": "disease", "comparison": "resolved"},
      " except ", " intersect "),  # resolved computed as still present ([pneumonia] -> [])
     (3300, {"patient_id": 1, "global1": TimeFilter(), **LL_LO},
-     "count(distinct tb_cxr.study_id)", "count(distinct tb_cxr.hadm_id)"),  # 2 -> 1
+     "count(distinct t1.study_id)", "count(distinct t1.hadm_id)"),  # 2 -> 1
     (4100, {"global1": TimeFilter(), "object_1": "left lung", "attribute_1": "pneumonia"},
      "p.object = 'left lung'", "p.object = 'right lung'"),  # [1, 2] -> [2]
 ])
@@ -166,5 +175,5 @@ def test_multimodal_record_fields(conn):
     assert r["o_tag"] == {"age_group": {"nlq": "50s", "sql": "between 20 and 29".replace("20 and 29", "50 and 59"),
                                         "type": "50s", "sql_pattern": "[age_group]"}}
     assert r["t_tag"] == ["null", "", "", "", ""]
-    assert r["tag"] == ("Count the number of {gender} patients aged [age_group:50s] who had a chest X-ray study during "
+    assert r["tag"] == ("count the number of {gender} patients aged [age_group:50s] who had a chest x-ray study during "
                         "hospital visit indicating lung opacity in the left lung [time_filter_global1:null].")

@@ -58,9 +58,9 @@ def test_valid_share_is_one_eighth_rounded_half_up(n, valid):
 
 def test_saturated_templates_keep_every_distinct_question(db_path):
     """1119 / 1146 name one study each: 6 studies -> 6 questions; 2304 names a study with a previous one
-    (12, 13, 22) and one of 3 set comparisons -> 9 questions."""
+    (12, 13, 22) and one of the 4 comparison labels -> 12 questions."""
     with_previous = sum(1 for s in STUDIES if any(o[1] == s[1] and o[3] < s[3] for o in STUDIES))
-    expected = {1119: len(STUDIES), 1146: len(STUDIES), 2304: 3 * with_previous}
+    expected = {1119: len(STUDIES), 1146: len(STUDIES), 2304: 4 * with_previous}
     sample = sample_ehrxqa(_files(db_path), _files(db_path), seed=3, templates=[BY_INDEX[i] for i in expected])
     counts = _counts(sample)
     for index, n in expected.items():

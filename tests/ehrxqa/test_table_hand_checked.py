@@ -345,7 +345,8 @@ CASES = [
     (163, {"n_rank": "three"}, "what are the top three frequently prescribed drugs?", ["aspirin", "furosemide",
                                                                                         "heparin"]),
     (164, {"n_rank": "three", "age_group": "40s"}, None, ["aspirin", "furosemide", "heparin"]),  # visits 21, 22
-    (165, {"n_rank": "three", "drug_name": "aspirin"}, None, ["heparin"]),  # p1 2104-01-10, p2 2105-02-21
+    (165, {"n_rank": "three", "drug_name": "aspirin", "within": W("within-same")}, None,
+     ["heparin"]),  # p1 2104-01-10, p2 2105-02-21
     # aspirin 01-10 -> aspirin 01-12, furosemide 01-14; aspirin 12-25 -> vancomycin 12-30
     (166, {"n_rank": "three", "drug_name": "aspirin", "within": W("within-hosp")}, None,
      ["aspirin", "furosemide", "vancomycin"]),

@@ -35,4 +35,4 @@ def test_draws_are_reproducible_seeded_and_not_near_duplicates():
 def test_examples():
     by_id = {t.template_id: t for t in all_templates()}
     assert "Does the ${object} look abnormal?" in rules.variants(by_id["mimic_cxr_vqa/base_abn_1"])
-    assert "For the study {study_id}, is the ${object} abnormal?" in rules.variants(by_id["ehrxqa/1102"])
+    assert "for the study {study_id}, is the ${object} abnormal?" in rules.variants(by_id["ehrxqa/1102"])

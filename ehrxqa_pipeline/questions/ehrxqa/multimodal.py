@@ -18,6 +18,10 @@ Semantics (written out because the paper gives only the wording):
   condition on the pair (``slots.WithinFilter``);
 - group: the study lies in an admission whose age at admission is in the age group (and the patient has
   the gender); a study outside any admission never counts.
+NeuralSQL in the published shapes (``neuralsql.shapes``): "same period" P3 (``select (event exists) and
+(a study in the period shows it)``), the "after" forms P4 (the CXR join side reaches its studies through
+``tb_cxr.study_id in (select distinct t1.study_id ... func_vqa)``), the group forms P2. Texts are the published
+q_tags byte for byte (with the list's stray " ?" of ``SPACE_BEFORE_QUESTION_MARK``).
 ``values`` keys: patient_id, diagnosis_name / procedure_name / drug_name, global1 (``TimeFilter``), within
 (``WithinFilter``), age_group, gender ('f' / 'm'), and the VQA argument columns.
 """
@@ -27,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ehrxqa_pipeline.questions.ehrxqa import slots
-from ehrxqa_pipeline.questions.ehrxqa.catalog import INDICATORS, indicator, render
+from ehrxqa_pipeline.questions.ehrxqa.catalog import INDICATORS, EHRXQA_WORDING, indicator, over_studies, render
 from ehrxqa_pipeline.questions.ehrxqa.vqa_gold import q
 
 SCOPES = ("MULTIMODAL-SINGLE", "MULTIMODAL-GROUP")
@@ -53,11 +57,18 @@ class Event:
         lookup = "d_icd_diagnoses" if self.table == "diagnoses_icd" else "d_icd_procedures"
         return f"{self.table}.icd_code in (select {lookup}.icd_code from {lookup} where {lookup}.long_title = {name})"
 
+    def _where(self, values: dict, flt: slots.TimeFilter) -> str:
+        t, pid = self.table, int(values["patient_id"])
+        return slots.where(f"{t}.subject_id = {pid}", self.condition(values), flt.sql(pid, f"{t}.{self.time}"))
+
     def rows(self, values: dict, flt: slots.TimeFilter) -> str:
         """The patient's events (of the name) inside the global filter: subject_id, hadm_id, event_time."""
-        t, pid = self.table, int(values["patient_id"])
-        cond = slots.where(f"{t}.subject_id = {pid}", self.condition(values), flt.sql(pid, f"{t}.{self.time}"))
-        return f"select {t}.subject_id, {t}.hadm_id, {t}.{self.time} as event_time from {t}{cond}"
+        t = self.table
+        return f"select {t}.subject_id, {t}.hadm_id, {t}.{self.time} as event_time from {t}{self._where(values, flt)}"
+
+    def exists(self, values: dict, flt: slots.TimeFilter) -> str:
+        """Whether the patient has such an event inside the global filter (one boolean row)."""
+        return f"select count(*) > 0 from {self.table}{self._where(values, flt)}"
 
 
 EVENTS = {
@@ -74,27 +85,36 @@ EVENTS = {
 }
 NAMED = ("diagnosis", "procedure", "prescription")
 ANY_PREDICATES = (0, 1, 3)  # the predicates the paper pairs with "any" events and with the group forms
-_SAME = "Has_verb patient {patient_id} {event} [time_filter_global1] and also had a chest X-ray study indicating " \
+_SAME = "has_verb patient {patient_id} {event} [time_filter_global1] and also had a chest x-ray study indicating " \
         "{ind} within the same period?"
-_CXR_AFTER = "Has_verb patient {patient_id} had a chest X-ray study indicating {ind} [time_filter_within] after " \
+_CXR_AFTER = "has_verb patient {patient_id} had a chest x-ray study indicating {ind} [time_filter_within] after " \
              "having {event} [time_filter_global1]?"
-_EVENT_AFTER = "Has_verb patient {patient_id} {event} [time_filter_within] after having had a chest X-ray study " \
+_EVENT_AFTER = "has_verb patient {patient_id} {event} [time_filter_within] after having had a chest x-ray study " \
                "indicating {ind} [time_filter_global1]?"
+# the published template list writes " ?" at the end of these (template_idx_to_template_info.json); kept byte for byte
+SPACE_BEFORE_QUESTION_MARK = frozenset(range(5110, 5126)) | frozenset(range(5200, 5226))
 GROUP_FORMS = {  # form -> (index base, text)
-    "count": (6000, "Count the number of patients aged [age_group] who had a chest X-ray study during hospital visit "
+    "count": (6000, "count the number of patients aged [age_group] who had a chest x-ray study during hospital visit "
                     "indicating {ind} [time_filter_global1]."),
-    "list": (6010, "List the IDs of patients aged [age_group] who had a chest X-ray study during hospital visit "
+    "list": (6010, "list the ids of patients aged [age_group] who had a chest x-ray study during hospital visit "
                    "indicating {ind} [time_filter_global1]."),
-    "gender-count": (6020, "Count the number of {gender} patients aged [age_group] who had a chest X-ray study "
+    "gender-count": (6020, "count the number of {gender} patients aged [age_group] who had a chest x-ray study "
                            "during hospital visit indicating {ind} [time_filter_global1]."),
-    "gender-list": (6030, "List the IDs of {gender} patients aged [age_group] who had a chest X-ray study during "
+    "gender-list": (6030, "list the ids of {gender} patients aged [age_group] who had a chest x-ray study during "
                           "hospital visit indicating {ind} [time_filter_global1]."),
 }
 
 
+def _patient_studies(patient_id: int, flt: slots.TimeFilter) -> str:
+    cond = slots.where(f"tb_cxr.subject_id = {int(patient_id)}", flt.sql(patient_id))
+    return f"select tb_cxr.study_id from tb_cxr{cond}"
+
+
 def _cxr_rows(patient_id: int, flt: slots.TimeFilter, predicate: str) -> str:
-    cond = slots.where(f"tb_cxr.subject_id = {int(patient_id)}", flt.sql(patient_id), predicate)
-    return f"select tb_cxr.subject_id, tb_cxr.hadm_id, tb_cxr.studydatetime from tb_cxr{cond}"
+    """The patient's studies in the filter that show the predicate (on ``t1.study_id``), as a join side: the
+    published NeuralSQL reaches them through ``tb_cxr.study_id in (select distinct t1.study_id ... func_vqa)``."""
+    shown = over_studies("distinct t1.study_id", _patient_studies(patient_id, flt), predicate)
+    return f"select tb_cxr.subject_id, tb_cxr.hadm_id, tb_cxr.studydatetime from tb_cxr where tb_cxr.study_id in ({shown})"
 
 
 @dataclass(frozen=True)
@@ -107,6 +127,11 @@ class MultimodalTemplate:
     vqa_key: str  # the indicating predicate's MIMIC-CXR-VQA verify template
     form: str  # same / cxr-after / event-after, or a GROUP_FORMS key
     event: str = ""  # an EVENTS key (single-patient forms)
+    wording: str = ""  # the published vqa_template where it is not EHRXQA_WORDING[vqa_key]
+
+    @property
+    def vqa_text(self) -> str:
+        return self.wording or EHRXQA_WORDING[self.vqa_key]
 
     @property
     def one_row(self) -> bool:
@@ -123,15 +148,17 @@ class MultimodalTemplate:
         """(gold SQL, NeuralSQL), both with the ``current_time`` placeholder."""
         flt = values.get("global1", slots.TimeFilter())
         out = []
-        for pred in indicator(self.vqa_key, values):
+        for pred in indicator(self.vqa_key, self.vqa_text, values):
             out.append(self._group(values, flt, pred) if self.scope == "MULTIMODAL-GROUP"
                        else self._single(values, flt, pred))
         return out[0], out[1]
 
     def _single(self, v: dict, flt: slots.TimeFilter, pred: str) -> str:
-        events, cxr = EVENTS[self.event].rows(v, flt), _cxr_rows(int(v["patient_id"]), flt, pred)
+        event, pid = EVENTS[self.event], int(v["patient_id"])
         if self.form == "same":
-            return f"select (select count(*) from ({events})) > 0 and (select count(*) from ({cxr})) > 0"
+            shown = over_studies("count(*) > 0", _patient_studies(pid, flt), pred)
+            return f"select ({event.exists(v, flt)}) and ({shown})"
+        events, cxr = event.rows(v, flt), _cxr_rows(pid, flt, pred)
         within: slots.WithinFilter = v["within"]
         if self.form == "cxr-after":
             first, then, t1, t2 = events, cxr, "t1.event_time", "t2.studydatetime"
@@ -146,8 +173,8 @@ class MultimodalTemplate:
         if self.form.startswith("gender"):
             cond.append(f"tb_cxr.subject_id in (select patients.subject_id from patients where patients.gender = "
                         f"{q(v['gender'])})")
-        select = "count(distinct tb_cxr.subject_id)" if self.form.endswith("count") else "distinct tb_cxr.subject_id"
-        return f"select {select} from tb_cxr{slots.where(*cond, flt.sql(None), pred)}"
+        select = "count(distinct t1.subject_id)" if self.form.endswith("count") else "distinct t1.subject_id"
+        return over_studies(select, f"select * from tb_cxr{slots.where(*cond, flt.sql(None))}", pred)
 
 
 def _build() -> tuple[MultimodalTemplate, ...]:
@@ -156,16 +183,20 @@ def _build() -> tuple[MultimodalTemplate, ...]:
                                                                                       _EVENT_AFTER)):
         for e, key in enumerate(EVENTS if form == "same" else NAMED):
             ev = EVENTS[key]
-            for j, (ind, vqa_key) in enumerate(INDICATORS):
+            for j, (ind, vqa_key, wording) in enumerate(INDICATORS):
                 if ev.slot is None and j not in ANY_PREDICATES:
                     continue
                 words = ev.same if form != "cxr-after" else ev.after
                 t = text.replace("{event}", words).replace("{ind}", ind)
-                out.append(MultimodalTemplate(base + 10 * e + j, "MULTIMODAL-SINGLE", t, vqa_key, form, key))
+                index = base + 10 * e + j
+                if index in SPACE_BEFORE_QUESTION_MARK:
+                    t = t[:-1] + " ?"
+                out.append(MultimodalTemplate(index, "MULTIMODAL-SINGLE", t, vqa_key, form, key, wording))
     for form, (base, text) in GROUP_FORMS.items():
         for j in ANY_PREDICATES:
-            ind, vqa_key = INDICATORS[j]
-            out.append(MultimodalTemplate(base + j, "MULTIMODAL-GROUP", text.replace("{ind}", ind), vqa_key, form))
+            ind, vqa_key, wording = INDICATORS[j]
+            out.append(MultimodalTemplate(base + j, "MULTIMODAL-GROUP", text.replace("{ind}", ind), vqa_key, form,
+                                          wording=wording))
     return tuple(out)
 
 

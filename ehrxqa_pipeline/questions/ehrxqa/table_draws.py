@@ -79,7 +79,7 @@ class _Draw:
 
     def within(self, t1: str, t2: str) -> WithinFilter:
         kind = self.t.kind
-        if kind == "pair_time":
+        if kind in ("pair_time", "top_same"):  # prescribed together: at the same time, same visit or month
             return WithinFilter("within-same") if t1 == t2 and self.chance(0.7) else \
                 _pick(self.rng, [WithinFilter("within-hosp"), WithinFilter("within-month")])
         w = self.f.within(self.rng, t1, t2)

@@ -182,9 +182,9 @@ def empty_pool_reason(filler, t) -> str | None:
     if t.kind == "top_same":
         drugs: dict[tuple, set] = {}
         for r in rows(0):
-            drugs.setdefault((r.subject, r.time), set()).add(r.fields["drug_name"])
+            drugs.setdefault((r.subject, r.hadm), set()).add(r.fields["drug_name"])
         if max((len(x) for x in drugs.values()), default=0) < 2:
-            return "no patient was prescribed two different drugs at the same time"
+            return "no patient was prescribed two different drugs in one hospital visit"
     if t.kind in ("after_names", "top_after"):
         first = {}
         for r in rows(0):

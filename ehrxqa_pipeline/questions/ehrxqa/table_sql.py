@@ -205,7 +205,8 @@ class Query:
                    self.op("n_rank"))
 
     def _top_same(self):
-        link = f"datetime(t1.event_time) = datetime(t2.event_time) and t2.event_name <> {q(self.v['drug_name'])}"
+        within = self.v["within"].sql("t1.event_time", "t2.event_time", "t1.hadm_id", "t2.hadm_id")
+        link = f"{within} and t2.event_name <> {q(self.v['drug_name'])}"
         return top("t2.event_name", "count(distinct t2.event_id)", self._pair(link, named=True), self.op("n_rank"))
 
     def _pair_time(self):

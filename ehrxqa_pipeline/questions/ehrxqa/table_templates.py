@@ -45,8 +45,8 @@ Semantics (the paper gives only the wording; reference-builders.md 6.3 the slot 
   filter, with the within condition on the pair (``slots.WithinFilter``); "prescribed A and B [within]" keeps
   A's times with a B prescription at the same time / in the same visit / month.
 - top [n_rank]: names whose dense rank by frequency is at most N (ties share a rank, so lists can be longer);
-  frequency = event rows, for pairs the later events that follow a qualifying earlier one; "at the same
-  time" as {drug_name}: other drugs with the same start time. Age groups (and gender) restrict the first
+  frequency = event rows, for pairs the later events that follow a qualifying earlier one; "also prescribed
+  {drug_name} [time_filter_within]": other drugs prescribed at the same start time / in the same visit / month. Age groups (and gender) restrict the first
   event's admission (patient).
 - cost: the cost of an event name = the distinct cost rows of its events (cost.event_type = table,
   event_id = row_id); "total hospital cost that involves X": per admission with an X event, the sum of its

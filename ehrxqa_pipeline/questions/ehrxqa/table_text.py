@@ -9,8 +9,12 @@ order against the indices left after the exclusions, puts every MIMIC-IV-only te
 number -- so the mapping index -> text below is the paper's. Per scope: 6 none, 108 single (116 - 8),
 60 group (61 - 1).
 
-Texts are verbatim except the typographic apostrophe of 77 / 78 ("patient {patient_id}'s"), written as
-an ASCII quote. ``TEXTS`` is parsed from ``_TEXT``: "<index> <text>", an indented line continues the text.
+``TEXTS`` are the published template list's question_template (the record's q_tag, byte for byte; checked
+against ``resources/published/template_idx_to_template_info.json`` by the tests): the paper's wording below,
+lower-cased, with the typographic apostrophe of 77 / 78 ("patient {patient_id}'s") as an ASCII quote, and two
+texts as published rather than as in the paper: 20 "stayed in careunit" (paper: "was transferred to careunit")
+and 165 "[time_filter_within]" (paper: "at the same time", one of its values). ``_TEXT`` is "<index> <text>",
+an indented line continues the text.
 """
 
 from __future__ import annotations
@@ -73,7 +77,7 @@ _TEXT = """
     patient {patient_id} [time_filter_global1]?
 18 How many [unit_count] have passed since patient {patient_id} was admitted to the hospital currently?
 19 How many [unit_count] have passed since patient {patient_id} was admitted to the ICU currently?
-20 How many [unit_count] have passed since the [time_filter_exact1] time patient {patient_id} was transferred to
+20 How many [unit_count] have passed since the [time_filter_exact1] time patient {patient_id} stayed in
     careunit {careunit} on the current hospital visit?
 24 How many [unit_count] have passed since the [time_filter_exact1] time patient {patient_id} was diagnosed with
     {diagnosis_name} on the current hospital visit?
@@ -270,7 +274,7 @@ _TEXT = """
 164 What are_verb the top [n_rank] frequently prescribed drugs of patients aged [age_group]
     [time_filter_global1]?
 165 What are_verb the top [n_rank] frequent prescribed drugs for patients who were also prescribed {drug_name}
-    at the same time [time_filter_global1]?
+    [time_filter_within] [time_filter_global1]?
 166 What are_verb the top [n_rank] frequent drugs that patients were prescribed [time_filter_within] after
     having been prescribed with {drug_name} [time_filter_global1]?
 167 What are_verb the top [n_rank] frequently prescribed drugs that patients were prescribed
@@ -315,7 +319,7 @@ def _parse(block: str) -> dict[int, str]:
     return out
 
 
-TEXTS: dict[int, str] = _parse(_TEXT)
+TEXTS: dict[int, str] = {i: text.lower() for i, text in _parse(_TEXT).items()}
 if len(TEXTS) != 174 or set(TEXTS) | set(EXCLUDED) != set(range(183)) or set(TEXTS) & set(EXCLUDED):
     raise RuntimeError("table template texts must cover 0-182 with the exclusions left out")
 

@@ -1,7 +1,8 @@
 """The oracle VQA module: answers FUNC_VQA questions from the answer sheet TB_CXR_PLUS.
 
 It maps each question back to one of the 48 MIMIC-CXR-VQA templates and its arguments
-(``QuestionInverter``; matching is case-insensitive since EHRXQA stores questions lower-cased) and answers
+(``QuestionInverter``, in the paper's or EHRXQA's wording, ``vqa_templates.wordings``; matching is
+case-insensitive since EHRXQA stores questions lower-cased) and answers
 with that template's program (``vqa_programs.answers``) over the study's labels, so oracle answers and
 MIMIC-CXR-VQA answers cannot disagree. Grain of the loaded labels: one row per affirmed (image, object,
 attribute) of TB_CXR_PLUS (relation = 1); the pair pool is every (object, attribute, category) the sheet
@@ -30,9 +31,9 @@ import polars as pl
 from ehrxqa_pipeline.questions.neuralsql.errors import OracleQuestionError
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import Answer, ImageRef
 from ehrxqa_pipeline.questions.vqa_programs import VqaLabels, answers, prepare_labels
-from ehrxqa_pipeline.questions.vqa_templates import (CATEGORIES, CATEGORY_PLURAL, CATEGORY_TEXT, GENDER_TEXT,
-                                                     SLOT_COLUMNS, TEMPLATES, VIEW_POSITIONS, VqaTemplate,
-                                                     get_template)
+from ehrxqa_pipeline.questions.vqa_templates import (CATEGORIES, GENDER_TEXT, SLOT_COLUMNS, TEMPLATES,
+                                                     VIEW_POSITIONS, VqaTemplate, category_names, get_template,
+                                                     wordings)
 
 _SLOT = re.compile(r"\$\{(\w+)\}")
 _SPACES = re.compile(r"\s+")
@@ -51,8 +52,8 @@ class QuestionInverter:
                  "viewpos": {v.lower(): v for v in VIEW_POSITIONS},
                  "gender": {t.lower(): g for g, t in GENDER_TEXT.items()}}
         self._patterns: list[tuple[VqaTemplate, list]] = []
-        for t in TEMPLATES:
-            parts = _SLOT.split(t.text)  # literal, slot, literal, ..., literal
+        for t, wording in ((t, w) for t in TEMPLATES for w in wordings(t)):
+            parts = _SLOT.split(wording)  # literal, slot, literal, ..., literal
             pieces: list = []
             for i, part in enumerate(parts):
                 if i % 2 == 0:
@@ -61,8 +62,8 @@ class QuestionInverter:
                         pieces.append(lit)
                     continue
                 kind = SLOT_COLUMNS[part].rsplit("_", 1)[0] if part not in ("viewpos", "gender") else part
-                if kind == "category":  # the wording vqa_templates renders: singular after "Which "
-                    names = CATEGORY_TEXT if parts[i - 1].endswith("Which ") else CATEGORY_PLURAL
+                if kind == "category":  # the wording vqa_templates renders: singular after "which"
+                    names = category_names(parts[i - 1])
                     options = {names[c].lower(): c for c in CATEGORIES}
                 else:
                     options = words[kind]
