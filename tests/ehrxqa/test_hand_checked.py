@@ -51,6 +51,30 @@ CASES = [
     # last study of patient 2 in 2105 (22) vs previous (21): any diseases newly detected -> pneumonia: yes
     (2103, {"patient_id": 2, "exact1": "last", "global1": T("abs-year-in", "2105"), "category_1": "disease",
             "comparison": "newly detected"}, None, [1]),
+    # "are there any ... that are <label>": the published meaning asks the yes/no question of both studies.
+    # 12 vs previous 11: abnormalities of 12 {lung opacity, pleural effusion, picc}, of 11 {lung opacity,
+    # pneumonia}: yes in both -> still present [1], newly detected [0], resolved [0] (a set difference of the two
+    # lists would say newly detected {pleural effusion, picc} and resolved {pneumonia}: [1], [1])
+    (2304, {"study_id1": 12, "comparison": "newly detected"},
+     "given the 12 study, are there any abnormality that are newly detected compared to the previous study?", [0]),
+    (2304, {"study_id1": 12, "comparison": "resolved"}, None, [0]),
+    (2304, {"study_id1": 12, "comparison": "still present"}, None, [1]),
+    (2304, {"study_id1": 12, "comparison": "still absent"}, None, [0]),
+    # anatomical findings: 12 {lung opacity, pleural effusion}, 11 {lung opacity}: yes in both (set: newly {effusion})
+    (2303, {"study_id1": 12, "category_1": "anatomicalfinding", "comparison": "newly detected"}, None, [0]),
+    (2303, {"study_id1": 12, "category_1": "anatomicalfinding", "comparison": "still present"}, None, [1]),
+    # 13 vs previous 12, left lung: 13 only low lung volumes (a technical assessment, not an abnormality), 12 lung
+    # opacity -> abnormality in the left lung resolved (no, yes)
+    (2302, {"study_id1": 13, "object_1": "left lung", "comparison": "resolved"},
+     "given the 13 study, are there any abnormality that are resolved in the left lung compared to the previous "
+     "study?", [1]),
+    (2302, {"study_id1": 13, "object_1": "left lung", "comparison": "still absent"}, None, [0]),
+    # 13 vs 11 by id, diseases in the left lung: none in 13, pneumonia in 11 -> resolved; technical assessments
+    # in the left lung: low lung volumes in 13 only -> newly detected
+    (2200, {"study_id1": 13, "study_id2": 11, "object_1": "left lung", "category_1": "disease",
+            "comparison": "resolved"}, None, [1]),
+    (2200, {"study_id1": 13, "study_id2": 11, "object_1": "left lung", "category_1": "technicalassessment",
+            "comparison": "newly detected"}, None, [1]),
     # -- IMAGE-SINGLE-N -----------------------------------------------------------------------------------
     # patient 1 studies with lung opacity in the left lung: 11, 12
     (3300, {"patient_id": 1, "global1": T(), "object_1": "left lung", "attribute_1": "lung opacity"},
