@@ -40,6 +40,14 @@ def test_every_template_composes_the_published_neuralsql_shapes(items):
                         5100: {"P4"}, 5200: {"P4"}}
 
 
+def test_image_list_answers_are_stored_sorted(items):
+    """Names answers (one or two studies) are sets: stored sorted, whatever order a plan or module gives."""
+    lists = [i.answer for i in items if i.template.scope in ("IMAGE-SINGLE-1", "IMAGE-SINGLE-2")
+             and not i.template.one_row]
+    assert sum(len(a) >= 2 for a in lists) >= 20
+    assert all(a == sorted(a) for a in lists)
+
+
 def test_answers_are_not_trivial(items):
     # random fillings reach both verify outcomes and non-empty lists in every scope
     for scope in ("IMAGE-SINGLE-1", "IMAGE-SINGLE-2", "IMAGE-SINGLE-N", "IMAGE-GROUP-N"):

@@ -82,6 +82,9 @@ FORMS_N = {
     "group-list": (4100, "list the ids of patients who had any chest x-ray study indicating {ind} "
                          "[time_filter_global1]."),
 }
+# list answers of image questions are names (a set): stored sorted, so that an answer does not depend on the
+# order a query plan or a VQA module happens to produce
+SORTED = " order by 1"
 _VSLOT = re.compile(r"\$\{(\w+)\}")
 
 
@@ -185,8 +188,11 @@ class ImageTemplate:
         s, qn = self._study(1, v), vqa_question(self.vqa_text, v)
         args = _vqa_args(self.vqa_key, v)
         kind, sql = gold_vqa(self.vqa_key, args, "t1.study_id")
-        # a list answer: the names query about the referenced study; a verify answer: one row per study
-        gold = gold_vqa(self.vqa_key, args, f"({s})")[1] if kind == "rows" else f"select {sql} from ({s}) as t1"
+        # a list answer: the names query about the referenced study, sorted; a verify answer: one row per study
+        if kind == "rows":
+            gold = gold_vqa(self.vqa_key, args, f"({s})")[1] + SORTED
+        else:
+            gold = f"select {sql} from ({s}) as t1"
         return gold, f'select func_vqa("{qn}", t1.study_id) from ({s}) as t1'
 
     def _two(self, v: dict) -> tuple[str, str]:
@@ -206,7 +212,7 @@ class ImageTemplate:
         g = {1: gold_vqa(self.vqa_key, args, f"({s1})")[1], 2: gold_vqa(self.vqa_key, args, f"({s2})")[1]}
         n = {1: f'select func_vqa("{qn}", t1.study_id) from ({s1}) as t1',
              2: f'select func_vqa("{qn}", t2.study_id) from ({s2}) as t2'}
-        return f"{g[first]} {op} {g[3 - first]}", f"{n[first]} {op} {n[3 - first]}"
+        return f"{g[first]} {op} {g[3 - first]}{SORTED}", f"{n[first]} {op} {n[3 - first]}"
 
     def _many(self, v: dict) -> tuple[str, str]:
         group = self.scope == "IMAGE-GROUP-N"
