@@ -19,6 +19,7 @@ from ehrxqa_pipeline.paraphrase import apply_paraphrases
 from ehrxqa_pipeline.questions.ehrxqa import CATALOG, stats
 from ehrxqa_pipeline.questions.ehrxqa.records import (STORED_SCHEMA, build_records, catalog_rows, check_stored,
                                                       stored_frame, write_json, write_release)
+from ehrxqa_pipeline.questions.ehrxqa.resolved import check_resolved
 from ehrxqa_pipeline.questions.ehrxqa.sampling import DATABASES, SPLITS, DatabaseFiles, SamplingCaps, sample_ehrxqa
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
 from resources import PipelineConfig, Warehouse
@@ -129,7 +130,7 @@ def catalog(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Materia
         "templates_per_modality": dg.MetadataValue.json(per_modality), "path": dg.MetadataValue.path(str(path))})
 
 
-@dg.asset(key=QUESTIONS_KEY, group_name=names.EHRXQA, code_version="1", kinds={"duckdb", "sqlite"},
+@dg.asset(key=QUESTIONS_KEY, group_name=names.EHRXQA, code_version="2", kinds={"duckdb", "sqlite"},
           deps=[DB_KEYS["silver"], DB_KEYS["gold"], CATALOG_KEY],
           description="Grain: one row per sampled EHRXQA item (split, id, template, question, gold SQL, "
                       "NeuralSQL, answer, record fields). Per template up to 80 distinct questions from the silver "
@@ -210,10 +211,12 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
         "templates_below_cap": sum(1 for r in per if r["silver_reason"] or r["gold_reason"])})
 
 
-@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="2", deps=[QUESTIONS_KEY, POOLS_KEY], kinds={"json"},
+@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="3", deps=[QUESTIONS_KEY, POOLS_KEY], kinds={"json"},
           description="Grain: one JSON record per EHRXQA item in the published format (db_id, split, id, question, "
-                      "template, query, value, q_tag, t_tag, o_tag, v_tag, tag, para_type, is_impossible, answer), "
-                      "one file per split: EHRXQA_HOME/release/ehrxqa/{train,valid,test}.json (indent 4). "
+                      "template, query, value, q_tag, t_tag, o_tag, v_tag, tag, para_type, is_impossible, answer) "
+                      "plus resolved_value (the studies the query resolves; value = the database values written "
+                      "in the question), one file per split: EHRXQA_HOME/release/ehrxqa/{train,valid,test}.json "
+                      "(indent 4). "
                       "question = a phrasing of the template's pool side (train / valid+test) with the record's "
                       "values; templates without a pool keep the filled template. Source: ehrxqa.questions, "
                       "paraphrase.pools.", **COMMON)
@@ -237,5 +240,27 @@ def release_ehrxqa(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.
         "files": dg.MetadataValue.json({s: str(p) for s, p in paths.items()})})
 
 
+@dg.asset_check(asset=RELEASE_KEY, name="resolved_studies", blocking=True, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+                description="Every released record of a 1-image or 2-image template names the studies its released "
+                            "query resolves on the released SQLite database (train/valid: silver, test: gold): "
+                            "resolved_value (study_id, or study_id1 / study_id2) and the study ids written in value "
+                            "equal what the derived tables t1 / t2 return; every other record has resolved_value {}.")
+def resolved_studies(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.AssetCheckResult:
+    settings = pipeline_config.settings()
+    out = settings.release_dir / "ehrxqa"
+    records = {s: json.loads((out / f"{s}.json").read_text()) for s in SPLITS}
+    template_of = {(s, i): (t, scope) for s, i, t, scope in
+                   _questions(warehouse, "split, id, template_index, scope").iter_rows()}
+    databases = {which: database_dir(settings, which) / "mimic_iv_cxr.db" for which in DATABASES}
+    differences, checked = check_resolved(records, template_of, databases)
+    total = sum(len(r) for r in records.values())
+    return dg.AssetCheckResult(
+        passed=not differences, severity=dg.AssetCheckSeverity.ERROR,
+        description=f"{len(differences)} differences over {checked} records with study references "
+                    f"({total} records)",
+        metadata={"records": total, "records_with_studies": checked, "differences": len(differences),
+                  "first_differences": dg.MetadataValue.json([d.row() for d in differences[:SHOW_MISMATCHES]])})
+
+
 EHRXQA_ASSETS = [catalog, questions, statistics, release_ehrxqa]
-EHRXQA_CHECKS = [neuralsql_consistency]
+EHRXQA_CHECKS = [neuralsql_consistency, resolved_studies]

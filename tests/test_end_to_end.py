@@ -190,13 +190,14 @@ def test_databases_exported_and_neuralsql_oracle_agrees_with_answer_sheet(built)
 # -- EHRXQA ---------------------------------------------------------------------------------------------
 LEFTOVER = re.compile(r"\$\{|\{(patient_id|study_id\d?|gender|\w+_name)\}|\[(time_filter_\w+|unit_count|age_group)\]")
 EHRXQA_FIELDS = ("db_id", "split", "id", "question", "template", "query", "value", "q_tag", "t_tag", "o_tag",
-                 "v_tag", "tag", "para_type", "is_impossible", "answer")
+                 "v_tag", "tag", "para_type", "is_impossible", "answer", "resolved_value")
 
 
 def test_ehrxqa_release_files_checked_and_counted(built):
     settings, instance, _, summary = built
     assert {"ehrxqa/catalog", "ehrxqa/questions", "ehrxqa/statistics", "release/ehrxqa"} <= set(summary.materialized)
     assert ("ehrxqa/questions", "neuralsql_consistency", True) in {c[:3] for c in summary.checks}
+    assert ("release/ehrxqa", "resolved_studies", True) in {c[:3] for c in summary.checks}
     out = settings.release_dir / "ehrxqa"
     catalog = json.loads((out / "template_catalog.json").read_text())
     scope_of = {v["question_template"]: v["scope"] for v in catalog.values()}

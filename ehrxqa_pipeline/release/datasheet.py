@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 
 from ehrxqa_pipeline.markdown import table
+from ehrxqa_pipeline.questions.ehrxqa.records import FIELD_DICTIONARY
 
 SPLITS = ("train", "valid", "test")
 PAPER = {"ehrxqa": "about 46.2K (16,366 image, 16,529 table, 13,257 image+table)",
@@ -115,7 +116,8 @@ def render_datasheet(tables: Mapping, sources: Mapping, code: Mapping, seed: int
             "test for EHRXQA (paper: 80 and 10); MIMIC-CXR-VQA is balanced per template by answer entropy."),
         _qa("What data does each instance consist of?",
             "EHRXQA: (question, SQL / NeuralSQL, answer) with template tags; MIMIC-CXR-VQA: (question, image id, "
-            "answer) with template and arguments. Record formats as published."),
+            "answer) with template and arguments. Record formats as published; EHRXQA records add "
+            "`resolved_value` (see *EHRXQA record fields* below)."),
         _qa("Is there a label or target associated with each instance?", "The answer of each question."),
         _qa("Is any information missing from individual instances?",
             f"No. {ehrxqa['templates_below_cap']} EHRXQA templates have fewer questions than their cap; "
@@ -174,6 +176,10 @@ def render_datasheet(tables: Mapping, sources: Mapping, code: Mapping, seed: int
         _qa("Will the dataset be updated?",
             "Rebuilding from new source versions or code gives a new release; `manifest.json` records what "
             "it was built from, so two releases can be compared file by file."),
+        "## EHRXQA record fields",
+        "`ehrxqa/{train,valid,test}.json`: a list of records with these fields, in this order (the published "
+        "fields, then `resolved_value`):",
+        table(["field", "JSON type", "meaning"], FIELD_DICTIONARY),
         "## Build",
         table(["setting", "value"], [["seed", seed], ["code", f"{code['version']} / {code['sha256'][:16]}"],
                                      ["source digest", sources["digest"]],

@@ -1,4 +1,12 @@
-"""One instantiated EHRXQA template and its record fields (reference-builders.md 6.7)."""
+"""One instantiated EHRXQA template and its record fields (reference-builders.md 6.7).
+
+``value`` holds exactly the database values written into the question: one entry per ``{name}`` placeholder
+of the template text (the record's ``q_tag``; ``${...}`` visual slots are not database values), in the order
+they first appear. ``resolved_value`` (an addition to the published fields, after ``answer``) holds the
+studies the query resolves at sampling time (``FilledItem.studies``): ``study_id`` for a 1-image template,
+``study_id1`` (the target study) and ``study_id2`` (the compared, earlier study) for a 2-image template
+(equal to the written ids where the question names them), ``{}`` for a template that picks no single study.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +18,40 @@ from ehrxqa_pipeline.questions.ehrxqa.catalog import _VSLOT
 from ehrxqa_pipeline.questions.ehrxqa.registry import modality
 from ehrxqa_pipeline.questions.vqa_templates import SLOT_COLUMNS
 
-DB_VALUES = ("patient_id", "study_id", "study_id1", "study_id2", "diagnosis_name", "procedure_name", "drug_name",
-             "gender",
-             # table templates (reference-builders.md 6.2)
-             "drug_name1", "drug_name2", "drug_name3", "drug_route", "diagnosis_name1", "diagnosis_name2",
-             "procedure_name1", "procedure_name2", "lab_name", "lab_value", "vital_name", "vital_value",
-             "intake_name", "output_name", "culture_name", "test_name", "careunit", "admission_route",
-             "abbreviation")  # the record's "value": database values a question names
+DB_PLACEHOLDER = re.compile(r"(?<!\$)\{(\w+)\}")  # {patient_id}, not the visual ${object}
+STUDY_KEYS = {"IMAGE-SINGLE-1": ("study_id",), "IMAGE-SINGLE-2": ("study_id1", "study_id2")}  # resolved_value keys
 _OPERATIONS = {"unit_count": slots.UNIT_COUNT, "age_group": slots.AGE_GROUP,  # o_tag slots: nlq -> sql
                "agg_function": slots.AGG_FUNCTION, "comparison": slots.VALUE_COMPARISON, "n_rank": slots.N_RANK,
                "n_times": slots.N_TIMES, "n_survival_period": slots.N_SURVIVAL, "sort": slots.SORT,
                "unit_average": slots.UNIT_AVERAGE}
+
+
+def placeholders(text: str) -> list[str]:
+    """The database-value placeholders of a template text, in order of first appearance."""
+    return list(dict.fromkeys(DB_PLACEHOLDER.findall(text)))
+
+
+def study_keys(template) -> tuple[str, ...]:
+    """The ``resolved_value`` keys of a template: the study references its query resolves."""
+    return STUDY_KEYS.get(getattr(template, "scope", ""), ())
+
+
+def written_values(template, values: dict) -> dict:
+    """The record's ``value``: the value of each ``{name}`` placeholder of the template text."""
+    names = placeholders(template.text)
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise ValueError(f"template {template.index}: no value for placeholder(s) {missing} of {template.text!r}")
+    return {n: values[n] for n in names}
+
+
+def resolved_values(template, studies: list[int]) -> dict:
+    """The record's ``resolved_value``: ``study_keys(template)`` -> the studies resolved at sampling."""
+    keys = study_keys(template)
+    if len(studies) != len(keys):
+        raise ValueError(f"template {template.index} ({template.scope}) resolves {len(keys)} stud(ies) "
+                         f"{keys}, got {studies!r}; build items with ImageFiller.instantiate")
+    return dict(zip(keys, studies))
 
 
 def t_tag(values: dict) -> list[str]:
@@ -76,15 +107,16 @@ class FilledItem:
     gold_sql: str
     neural_sql: str
     answer: list
-    studies: list[int] = field(default_factory=list)  # the resolved study references
+    studies: list[int] = field(default_factory=list)  # the resolved study references (study 1, study 2)
 
     def record(self) -> dict:
-        """The published record fields this step fills, in the published order, plus the internal keys
-        ``_gold_program``, ``template_index``, ``scope`` and ``modality``; ``is_impossible`` is true only for the
-        unanswerable items (``unanswerable.py``)."""
+        """The published record fields this step fills, in the published order, then ``resolved_value``,
+        plus the internal keys ``_gold_program``, ``template_index``, ``scope`` and ``modality``;
+        ``is_impossible`` is true only for the unanswerable items (``unanswerable.py``)."""
         v, t = self.values, self.template
         return {"db_id": "mimic_iv_cxr", "template": self.question, "query": self.neural_sql.lower(),
-                "value": {k: v[k] for k in DB_VALUES if k in v}, "q_tag": t.text, "t_tag": t_tag(v),
+                "value": written_values(t, v), "q_tag": t.text, "t_tag": t_tag(v),
                 "o_tag": o_tag(v), "v_tag": v_tag(v), "tag": tag(t.text, v), "answer": self.answer,
+                "resolved_value": resolved_values(t, self.studies),
                 "_gold_program": self.gold_sql.lower(), "template_index": t.index, "scope": t.scope,
                 "modality": modality(t.scope), "is_impossible": bool(getattr(t, "impossible", False))}

@@ -5,9 +5,11 @@ its split, the 0-based ``id`` (position in the split file), database, template i
 the draw order, the question, gold SQL, NeuralSQL, the answer (JSON) and the other record fields (JSON).
 
 Release records, one JSON file per split, fields in this order: db_id, split, id, question, template, query,
-value, q_tag, t_tag, o_tag, v_tag, tag, para_type, is_impossible, answer. Until paraphrasing lands,
-``question`` is the filled template and ``para_type`` is "none" (docs/deviations.md); ``_gold_program``
-is not published. A split file is ordered by template index, then draw order; ``id`` counts from 0.
+value, q_tag, t_tag, o_tag, v_tag, tag, para_type, is_impossible, answer (the published fields, in the published
+order), then resolved_value (ours: the studies the query resolves, ``item.py``; docs/deviations.md "Published
+dataset: record format"). Before paraphrasing ``question`` is the filled template and ``para_type`` is "none";
+the release asset replaces both (``paraphrase.apply_paraphrases``). ``_gold_program`` is not published. A split
+file is ordered by template index, then draw order; ``id`` counts from 0.
 
 ``check_stored(frame, databases, workers)`` re-executes every stored item's gold SQL and NeuralSQL (oracle VQA)
 against the database it was drawn from (``consistency.check_items``) and returns the mismatches.
@@ -26,12 +28,47 @@ from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, Mism
 from ehrxqa_pipeline.questions.ehrxqa.sampling import SPLITS, DatabaseFiles, Sample, run_parallel
 from ehrxqa_pipeline.questions.ehrxqa.stats import modality, scope_axes
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
-from ehrxqa_pipeline.questions.vqa_templates import get_template
 
 DB_ID = "mimic_iv_cxr"
 PARA_TYPE = "none"  # no paraphrase yet: question == template
-RECORD_FIELDS = ("db_id", "split", "id", "question", "template", "query", "value", "q_tag", "t_tag", "o_tag",
-                 "v_tag", "tag", "para_type", "is_impossible", "answer")
+PUBLISHED_FIELDS = ("db_id", "split", "id", "question", "template", "query", "value", "q_tag", "t_tag", "o_tag",
+                    "v_tag", "tag", "para_type", "is_impossible", "answer")  # the published EHRXQA record
+RECORD_FIELDS = (*PUBLISHED_FIELDS, "resolved_value")
+# The release's field dictionary (datasheet.md, README "The release folder"): field, JSON type, meaning
+FIELD_DICTIONARY = (
+    ("db_id", "string", "`mimic_iv_cxr`: the database the query runs on (train / valid: `databases/silver`, "
+                        "test: `databases/gold`)"),
+    ("split", "string", "`train`, `valid` or `test`"),
+    ("id", "integer", "position in the split file, from 0 (records ordered by template, then draw order)"),
+    ("question", "string", "the question asked: a paraphrase of `template` with the same values, lower-case "
+                           "(`template` itself where the template has no paraphrase)"),
+    ("template", "string", "the filled question template: `q_tag` with every placeholder replaced, lower-case"),
+    ("query", "string", "NeuralSQL (SQLite SQL plus `func_vqa(\"question\", study_id)`), lower-cased; "
+                        "`current_time` stands for `'2105-12-31 23:59:00'`; a string value with an apostrophe "
+                        "is written in double quotes"),
+    ("value", "object", "the database values written into the question, one per `{name}` placeholder of `q_tag`, "
+                        "in order (e.g. `patient_id` for \"the last study of patient {patient_id} in 2105\"; "
+                        "`study_id1`, `study_id2` only where the question names the study ids)"),
+    ("q_tag", "string", "the question template: `{name}` database values, `${name}` visual values, `[slot]` "
+                        "time and operation slots"),
+    ("t_tag", "array of 5 strings", "time slots `[global1, global2, within, exact1, exact2]`, `\"\"` where "
+                                    "absent"),
+    ("o_tag", "object", "operation slots: slot -> `{nlq, sql, type, sql_pattern}`"),
+    ("v_tag", "object", "visual values: `object`, `category` (Chest ImaGenome ids), `attribute` lists, plus "
+                        "`comparison` in 2-image templates"),
+    ("tag", "string", "`q_tag` with `[slot:tag]` annotations and the visual values filled; `{name}` kept"),
+    ("para_type", "string", "where `question` comes from: `llm`, `rule-based`, `reviewer` (a reviewed "
+                            "paraphrase) or `original` (no paraphrase: `question` = `template`)"),
+    ("is_impossible", "boolean", "true only for the opt-in unanswerable questions (`query` `null`, `answer` `[]`)"),
+    ("answer", "array", "the gold answer: one entry per result row (floats rounded to 6 places), `[]` when "
+                        "none; yes/no answers are `[1]` / `[0]`"),
+    ("resolved_value", "object", "not in the published files: the studies the query resolves, `study_id` "
+                                 "(1-image templates) or `study_id1` (the asked study) and `study_id2` (the "
+                                 "compared study) (2-image templates), `{}` otherwise. Unlike `value` it holds what "
+                                 "the query picks, e.g. which study \"the last study of patient 1 in 2105\" or "
+                                 "\"the previous study\" is; the blocking check `resolved_studies` re-derives it "
+                                 "from `query` on the released database"),
+)
 INTERNAL_KEYS = ("answer", "_gold_program", "template_index", "scope", "modality")  # stored in own columns
 STORED_SCHEMA = {"split": pl.String, "id": pl.Int64, "database": pl.String, "template_index": pl.Int64,
                  "scope": pl.String, "modality": pl.String, "draw": pl.Int64, "question": pl.String,
@@ -44,10 +81,8 @@ def catalog_rows(templates=CATALOG) -> dict[str, dict]:
     null for table templates) plus scope, modality, patient_scope and images."""
     out = {}
     for t in sorted(templates, key=lambda x: x.index):
-        key = getattr(t, "vqa_key", None)
-        vqa = get_template(key).text if key else None
         axes = scope_axes(t.scope)
-        out[str(t.index)] = {"question_template": t.text, "vqa_template": vqa[0].lower() + vqa[1:] if vqa else None,
+        out[str(t.index)] = {"question_template": t.text, "vqa_template": getattr(t, "vqa_text", None),
                              "scope": t.scope, "modality": axes["modality"], "patient_scope": axes["patient_scope"],
                              "images": axes["images"]}
     return out
@@ -81,6 +116,16 @@ def _t_tag(value, where: str) -> list[str]:
     return value
 
 
+def _resolved(value, where: str) -> dict:
+    if value is None:
+        return {}
+    if (not isinstance(value, dict) or not set(value) <= {"study_id", "study_id1", "study_id2"}
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in value.values())):
+        raise ValueError(f"{where}: resolved_value must map study_id / study_id1 / study_id2 to integer study ids, "
+                         f"got {value!r}; fix FilledItem.record()")
+    return value
+
+
 def release_record(row: Mapping) -> dict:
     """One published record from a stored row (keys in ``RECORD_FIELDS`` order)."""
     where = f"ehrxqa.questions split={row['split']} id={row['id']} (template {row['template_index']})"
@@ -91,7 +136,7 @@ def release_record(row: Mapping) -> dict:
             "value": rec.get("value", {}), "q_tag": rec.get("q_tag", ""), "t_tag": _t_tag(rec.get("t_tag"), where),
             "o_tag": rec.get("o_tag", {}), "v_tag": rec.get("v_tag", {}), "tag": rec.get("tag", ""),
             "para_type": PARA_TYPE, "is_impossible": bool(rec.get("is_impossible", False)),
-            "answer": json.loads(row["answer"])}
+            "answer": json.loads(row["answer"]), "resolved_value": _resolved(rec.get("resolved_value"), where)}
 
 
 def build_records(frame: pl.DataFrame) -> dict[str, list[dict]]:

@@ -26,8 +26,18 @@ SUPPORTED = tuple(t.key for t in map(get_template, [
 
 
 def q(value: str) -> str:
-    """An SQL string literal."""
-    return "'" + str(value).replace("'", "''") + "'"
+    """An SQL string literal that the published post-processing leaves intact (docs/deviations.md,
+    "Published dataset: record format"): ``'text'``, or ``"text"`` when the text holds an apostrophe.
+
+    The published executors replace every ``''`` by ``'`` before running a query, so the standard escape
+    ``'alzheimer''s disease'`` becomes a syntax error there. SQLite reads a double-quoted token that names no
+    column as a string literal (no column name here holds a space or an apostrophe), sqlglot keeps it as
+    written, and the text holds no ``''``: the same answer with and without the published post-processing.
+    A ``"`` inside is doubled, as SQL escapes it."""
+    text = str(value)
+    if "'" in text:
+        return '"' + text.replace('"', '""') + '"'
+    return "'" + text + "'"
 
 
 def names(out: str, sid: str, obj=None, attr=None, cats=None, objs=None, attrs=None) -> str:
