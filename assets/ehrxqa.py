@@ -22,6 +22,7 @@ from ehrxqa_pipeline.questions.ehrxqa.records import (STORED_SCHEMA, build_recor
 from ehrxqa_pipeline.questions.ehrxqa.resolved import check_resolved
 from ehrxqa_pipeline.questions.ehrxqa.sampling import DATABASES, SPLITS, DatabaseFiles, SamplingCaps, sample_ehrxqa
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
+from ehrxqa_pipeline.questions.neuralsql.shapes import shape_counts
 from resources import PipelineConfig, Warehouse
 
 CATALOG_KEY = dg.AssetKey([names.EHRXQA, "catalog"])
@@ -262,5 +263,20 @@ def resolved_studies(pipeline_config: PipelineConfig, warehouse: Warehouse) -> d
                   "first_differences": dg.MetadataValue.json([d.row() for d in differences[:SHOW_MISMATCHES]])})
 
 
+@dg.asset_check(asset=RELEASE_KEY, name="neuralsql_shapes", blocking=True,
+                description="Every released query that reaches an image does so in one of the published NeuralSQL "
+                            "shapes P1-P4 (ehrxqa_pipeline/questions/neuralsql/shapes.py), the ways the authors' "
+                            "published executor runs func_vqa; any other shape fails the release.")
+def neuralsql_shapes(pipeline_config: PipelineConfig) -> dg.AssetCheckResult:
+    out = pipeline_config.settings().release_dir / "ehrxqa"
+    records = {s: json.loads((out / f"{s}.json").read_text()) for s in SPLITS}
+    counts, refused = shape_counts(records)
+    return dg.AssetCheckResult(
+        passed=not refused, severity=dg.AssetCheckSeverity.ERROR,
+        description=f"{len(refused)} queries outside the published shapes; per shape: {counts}",
+        metadata={"per_shape": dg.MetadataValue.json(counts), "refused": len(refused),
+                  "first_refused": dg.MetadataValue.json(refused[:SHOW_MISMATCHES])})
+
+
 EHRXQA_ASSETS = [catalog, questions, statistics, release_ehrxqa]
-EHRXQA_CHECKS = [neuralsql_consistency, resolved_studies]
+EHRXQA_CHECKS = [neuralsql_consistency, resolved_studies, neuralsql_shapes]

@@ -6,6 +6,7 @@ import gc
 import json
 import re
 import shutil
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -14,6 +15,7 @@ import pytest
 from assets.ehrxqa import QUESTIONS_KEY, neuralsql_consistency, questions, sampling_run_config
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.config import Settings
+from ehrxqa_pipeline.questions.neuralsql.shapes import shape_counts
 from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES
 from ehrxqa_pipeline.release import manifest as release_manifest
 from resources import default_resources
@@ -189,6 +191,7 @@ def test_databases_exported_and_neuralsql_oracle_agrees_with_answer_sheet(built)
 
 # -- EHRXQA ---------------------------------------------------------------------------------------------
 LEFTOVER = re.compile(r"\$\{|\{(patient_id|study_id\d?|gender|\w+_name)\}|\[(time_filter_\w+|unit_count|age_group)\]")
+PUBLISHED_TEMPLATES = Path(__file__).parents[1] / "resources/published/template_idx_to_template_info.json"
 EHRXQA_FIELDS = ("db_id", "split", "id", "question", "template", "query", "value", "q_tag", "t_tag", "o_tag",
                  "v_tag", "tag", "para_type", "is_impossible", "answer", "resolved_value")
 
@@ -198,6 +201,7 @@ def test_ehrxqa_release_files_checked_and_counted(built):
     assert {"ehrxqa/catalog", "ehrxqa/questions", "ehrxqa/statistics", "release/ehrxqa"} <= set(summary.materialized)
     assert ("ehrxqa/questions", "neuralsql_consistency", True) in {c[:3] for c in summary.checks}
     assert ("release/ehrxqa", "resolved_studies", True) in {c[:3] for c in summary.checks}
+    assert ("release/ehrxqa", "neuralsql_shapes", True) in {c[:3] for c in summary.checks}
     out = settings.release_dir / "ehrxqa"
     catalog = json.loads((out / "template_catalog.json").read_text())
     scope_of = {v["question_template"]: v["scope"] for v in catalog.values()}
@@ -227,6 +231,12 @@ def test_ehrxqa_release_files_checked_and_counted(built):
             want[key] = want.get(key, 0) + 1
     assert got == want
     assert "cf. paper Table C9" in (out / "statistics.md").read_text()
+    # as published: every q_tag is a question_template of the published list; every query that reaches an image
+    # parses as one of the published NeuralSQL shapes, and the image ones use all four
+    published = {v["question_template"] for v in json.loads(PUBLISHED_TEMPLATES.read_text()).values()}
+    assert {r["q_tag"] for recs in records.values() for r in recs} <= published
+    counts, refused = shape_counts(records)
+    assert not refused and set(counts) == {"table", "P1", "P2", "P3", "P4"}, (counts, refused[:3])
     meta = _metadata(instance, "ehrxqa", "questions")
     assert meta["dagster/row_count"].value == sum(len(v) for v in records.values())
     assert meta["questions_per_split"].value == {s: len(v) for s, v in records.items()}

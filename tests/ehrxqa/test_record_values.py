@@ -172,3 +172,30 @@ def test_release_asset_check_blocks_a_planted_mismatch(frame, db_path, tmp_path)
     assert not result.passed and result.metadata["differences"].value == 1
     shown = result.metadata["first_differences"].value[0]
     assert (shown["split"], shown["id"], shown["field"]) == ("test", r["id"], "resolved_value")
+
+
+def test_release_shape_check_blocks_a_query_outside_the_published_shapes(frame, tmp_path):
+    """The blocking asset check ``neuralsql_shapes``: the sampled release passes; one query rewritten with
+    func_vqa in a where over tb_cxr (the pre-issue-14 form of the N-study templates) fails it, named."""
+    from assets.ehrxqa import RELEASE_KEY, neuralsql_shapes
+    from resources import PipelineConfig
+
+    home = tmp_path / "home"
+    paths = write_release(build_records(frame), home / "release" / "ehrxqa")
+    config = PipelineConfig(home=str(home))
+    spec = next(iter(neuralsql_shapes.check_specs))
+    assert spec.blocking and spec.asset_key == RELEASE_KEY
+    result = neuralsql_shapes(pipeline_config=config)
+    assert result.passed and result.metadata["refused"].value == 0
+    assert {"P1", "P2", "P3"} <= set(result.metadata["per_shape"].value)  # image templates only here
+
+    records = json.loads(paths["train"].read_text())
+    r = next(r for r in records if r["query"] and r["query"].startswith("select count(*) > 0 from (select * from tb_cxr"))
+    inner = r["query"][len("select count(*) > 0 from ("):r["query"].index(") as t1 where func_vqa(")]
+    vqa = r["query"][r["query"].index("func_vqa("):].replace("t1.study_id", "tb_cxr.study_id")
+    r["query"] = f"select count(*) > 0 from tb_cxr{inner[len('select * from tb_cxr'):]} and {vqa}"
+    paths["train"].write_text(json.dumps(records, indent=4))
+    result = neuralsql_shapes(pipeline_config=config)
+    assert not result.passed and result.metadata["refused"].value == 1
+    shown = result.metadata["first_refused"].value[0]
+    assert (shown["split"], shown["id"]) == ("train", r["id"]) and "outside the published shapes" in shown["reason"]

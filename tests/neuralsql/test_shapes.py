@@ -2,7 +2,7 @@
 
 import pytest
 
-from ehrxqa_pipeline.questions.neuralsql.shapes import ShapeError, shape
+from ehrxqa_pipeline.questions.neuralsql.shapes import ShapeError, shape, shape_counts
 
 STUDY = "select tb_cxr.study_id from tb_cxr where tb_cxr.subject_id = 1 order by tb_cxr.studydatetime desc limit 1"
 VQA = 'func_vqa("is there pneumonia in the left lung?", t1.study_id)'
@@ -43,3 +43,12 @@ def test_published_shapes(query, expected):
 def test_other_shapes_are_refused_with_the_reason(query, words):
     with pytest.raises(ShapeError, match=words):
         shape(query)
+
+
+def test_shape_counts_name_every_refused_record():
+    records = {"train": [{"id": 0, "q_tag": "a", "query": P1}, {"id": 1, "q_tag": "b", "query": "select 1"},
+                         {"id": 2, "q_tag": "c", "query": None}],
+               "test": [{"id": 0, "q_tag": "d", "query": P1.replace("from (", "from tb_cxr where tb_cxr.study_id in (")}]}
+    counts, refused = shape_counts(records)
+    assert counts == {"P1": 1, "refused": 1, "table": 1}
+    assert [(r["split"], r["id"], r["q_tag"]) for r in refused] == [("test", 0, "d")]

@@ -143,3 +143,21 @@ def shape(query: str) -> str:
             and sum(len(_calls(s)) for s in sides) == len(_calls(root)):
         return "P4"
     raise ShapeError("func_vqa is used outside the published shapes P1-P4 (e.g. directly in a where over tb_cxr)")
+
+
+def shape_counts(records: dict[str, list[dict]]) -> tuple[dict[str, int], list[dict]]:
+    """(records per shape, refusals) over release records by split: every query that calls func_vqa must be
+    one of P1-P4; a refusal names the split, id, q_tag and why. Unanswerable items (query null) are skipped."""
+    counts: dict[str, int] = {}
+    refused: list[dict] = []
+    for split, items in records.items():
+        for r in items:
+            if r.get("query") is None:
+                continue
+            try:
+                name = shape(r["query"])
+            except ShapeError as err:
+                refused.append({"split": split, "id": r.get("id"), "q_tag": r.get("q_tag"), "reason": str(err)})
+                name = "refused"
+            counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items())), refused
