@@ -122,3 +122,19 @@ def test_instance_pools_have_explicit_limits(tmp_path):
         configure_pools(instance)  # idempotent
         for pool, limit in POOL_LIMITS.items():
             assert instance.event_log_storage.get_concurrency_info(pool).slot_count == limit
+
+
+@pytest.mark.parametrize("select, expected", [
+    ("key:ingest/patient", "Did you mean key:ingest/patients"),
+    ("group:ingst", "group:ingest"),
+    ("group:nosuchgroup", "matches no asset to materialize"),
+    ("((", "is not an asset selection"),
+])
+def test_build_select_that_matches_nothing_is_an_error(tmp_path, monkeypatch, capsys, select, expected):
+    """A typo in --select fails at once (rc 2, nothing generated or built) and names the closest keys / groups."""
+    for name, value in (("EHRXQA_HOME", tmp_path / "home"), ("DAGSTER_HOME", tmp_path / "home" / "dagster")):
+        monkeypatch.setenv(name, str(value))
+    assert main(["build", "--select", select]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Groups: cxr_cohort, cxr_labels" in err, err
+    assert not (tmp_path / "home" / "source").exists()

@@ -98,6 +98,15 @@ def cmd_build(args) -> int:
         print("error: --changed materializes what changed anywhere; it takes no --select", file=sys.stderr)
         return 2
     settings = _settings(args)
+    if args.select:
+        from ehrxqa_pipeline.cli.build import SelectionError, check_selection
+        from ehrxqa_pipeline.definitions import defs
+
+        try:
+            check_selection(defs, args.select)
+        except SelectionError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     prepare_instance(settings)
     _configure_pools()
     ensure_source(settings)

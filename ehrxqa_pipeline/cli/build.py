@@ -3,6 +3,7 @@ conditions request) in process on the persistent instance."""
 
 from __future__ import annotations
 
+import difflib
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -21,12 +22,39 @@ class BuildSummary:
     failures: list[str] = field(default_factory=list)
 
 
+class SelectionError(ValueError):
+    """A --select that is not a valid asset selection or matches no asset to materialize."""
+
+
+def _closest(word: str, names: list[str]) -> list[str]:
+    return difflib.get_close_matches(word, names, n=3, cutoff=0.5)
+
+
+def check_selection(defs: dg.Definitions, select: str) -> list[dg.AssetKey]:
+    """The assets ``select`` materializes; ``SelectionError`` naming the closest keys and groups when it is
+    not a selection or matches none (a typo must not build nothing and report success)."""
+    graph = defs.resolve_asset_graph()
+    keys = sorted(k.to_user_string() for k in graph.materializable_asset_keys)
+    groups = sorted({graph.get(k).group_name for k in graph.materializable_asset_keys if graph.get(k).group_name})
+    try:
+        chosen = dg.AssetSelection.from_string(select).resolve(graph)
+    except Exception as err:  # Dagster's parser raises several types; all mean "not a selection"
+        chosen, problem = set(), f"is not an asset selection ({type(err).__name__}: {err})"
+    else:
+        problem = "matches no asset to materialize"
+    chosen = sorted(k for k in chosen if k in graph.materializable_asset_keys)
+    if chosen:
+        return chosen
+    words = [w.split(":", 1)[-1].strip("'\"+*") for w in select.split()]
+    hints = [f"key:{k}" for w in words for k in _closest(w, keys)] + \
+            [f"group:{g}" for w in words for g in _closest(w, groups)]
+    hint = f" Did you mean {', '.join(dict.fromkeys(hints))}?" if hints else ""
+    raise SelectionError(f"--select {select!r} {problem}.{hint} Groups: {', '.join(groups)}.")
+
+
 def _selection(defs: dg.Definitions, select: str | None) -> tuple[list[dg.AssetKey], list[dg.AssetKey]]:
     graph = defs.resolve_asset_graph()
-    if select:
-        keys = dg.AssetSelection.from_string(select).resolve(graph)
-    else:
-        keys = graph.materializable_asset_keys
+    keys = check_selection(defs, select) if select else graph.materializable_asset_keys
     sources = {k for k in graph.observable_asset_keys}
     return sorted(k for k in keys if k not in sources), sorted(sources)
 
