@@ -6,6 +6,7 @@ import gc
 import json
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 import dagster as dg
@@ -15,6 +16,7 @@ import pytest
 from assets.ehrxqa import QUESTIONS_KEY, neuralsql_consistency, questions, sampling_run_config
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.config import Settings
+from ehrxqa_pipeline.questions.neuralsql import normalise_rows, postprocess_query
 from ehrxqa_pipeline.questions.neuralsql.shapes import shape_counts
 from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES
 from ehrxqa_pipeline.release import manifest as release_manifest
@@ -240,6 +242,25 @@ def test_ehrxqa_release_files_checked_and_counted(built):
     meta = _metadata(instance, "ehrxqa", "questions")
     assert meta["dagster/row_count"].value == sum(len(v) for v in records.values())
     assert meta["questions_per_split"].value == {s: len(v) for s, v in records.items()}
+
+
+def test_released_table_queries_give_the_released_answers_as_documented(built):
+    """README "Running a released query": every released query without func_vqa, post-processed
+    (current_time, %Y, %J) and run on its split's SQLite file, gives the stored answer once single-column
+    rows are flattened and floats rounded to 6 places, in the stored order."""
+    settings, _, _, _ = built
+    out = settings.release_dir / "ehrxqa"
+    checked = 0
+    for split, which in (("train", "silver"), ("valid", "silver"), ("test", "gold")):
+        con = sqlite3.connect(f"file:{out / 'databases' / which / 'mimic_iv_cxr.db'}?mode=ro", uri=True)
+        for r in json.loads((out / f"{split}.json").read_text()):
+            if r["query"] is None or "func_vqa" in r["query"]:
+                continue
+            got = normalise_rows(con.execute(postprocess_query(r["query"])).fetchall())
+            assert got == r["answer"], (split, r["id"], r["query"], got, r["answer"])
+            checked += 1
+        con.close()
+    assert checked > 1000
 
 
 def test_ehrxqa_check_fails_on_a_tampered_answer(built):

@@ -46,6 +46,9 @@ def test_image_list_answers_are_stored_sorted(items):
              and not i.template.one_row]
     assert sum(len(a) >= 2 for a in lists) >= 20
     assert all(a == sorted(a) for a in lists)
+    patients = [i.answer for i in items  # patient-id lists of the group templates
+                if i.template.scope in ("IMAGE-GROUP-N", "MULTIMODAL-GROUP") and not i.template.one_row]
+    assert patients and all(a == sorted(a) for a in patients)
 
 
 def test_answers_are_not_trivial(items):

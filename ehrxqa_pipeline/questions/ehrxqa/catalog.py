@@ -220,7 +220,7 @@ class ImageTemplate:
         cond = slots.where(*([] if group else [f"tb_cxr.subject_id = {pid}"]), v.get("global1", slots.TimeFilter()).sql(pid))
         timed = self.ref in ("since", "when")
         candidates = f"select {'tb_cxr.study_id, tb_cxr.studydatetime' if timed else '*'} from tb_cxr{cond}"
-        tail = ""
+        tail = " order by t1.subject_id" if self.ref == "group-list" else ""  # a set of patients: sorted
         if timed:
             order, offset = slots.EXACT[v["exact1"]]
             tail = f" order by t1.studydatetime {order} limit 1" + (f" offset {offset}" if offset else "")

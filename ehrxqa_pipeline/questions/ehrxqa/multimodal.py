@@ -173,8 +173,10 @@ class MultimodalTemplate:
         if self.form.startswith("gender"):
             cond.append(f"tb_cxr.subject_id in (select patients.subject_id from patients where patients.gender = "
                         f"{q(v['gender'])})")
-        select = "count(distinct t1.subject_id)" if self.form.endswith("count") else "distinct t1.subject_id"
-        return over_studies(select, f"select * from tb_cxr{slots.where(*cond, flt.sql(None))}", pred)
+        counting = self.form.endswith("count")
+        select = "count(distinct t1.subject_id)" if counting else "distinct t1.subject_id"
+        tail = "" if counting else " order by t1.subject_id"  # a set of patients: sorted
+        return over_studies(select, f"select * from tb_cxr{slots.where(*cond, flt.sql(None))}", pred, tail)
 
 
 def _build() -> tuple[MultimodalTemplate, ...]:
