@@ -127,7 +127,7 @@ def test_instance_pools_have_explicit_limits(tmp_path):
 @pytest.mark.parametrize("select, expected", [
     ("key:ingest/patient", "Did you mean key:ingest/patients"),
     ("group:ingst", "group:ingest"),
-    ("group:nosuchgroup", "matches no asset to materialize"),
+    ("group:nosuchgroup", "matches no asset to materialize or observe"),
     ("((", "is not an asset selection"),
 ])
 def test_build_select_that_matches_nothing_is_an_error(tmp_path, monkeypatch, capsys, select, expected):

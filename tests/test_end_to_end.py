@@ -260,7 +260,7 @@ def test_released_table_queries_give_the_released_answers_as_documented(built):
             assert got == r["answer"], (split, r["id"], r["query"], got, r["answer"])
             checked += 1
         con.close()
-    assert checked > 1000
+    assert checked > 500
 
 
 def test_ehrxqa_check_fails_on_a_tampered_answer(built):

@@ -31,18 +31,19 @@ def _closest(word: str, names: list[str]) -> list[str]:
 
 
 def check_selection(defs: dg.Definitions, select: str) -> list[dg.AssetKey]:
-    """The assets ``select`` materializes; ``SelectionError`` naming the closest keys and groups when it is
+    """The assets ``select`` materializes or observes; ``SelectionError`` naming the closest keys and groups when it is
     not a selection or matches none (a typo must not build nothing and report success)."""
     graph = defs.resolve_asset_graph()
-    keys = sorted(k.to_user_string() for k in graph.materializable_asset_keys)
-    groups = sorted({graph.get(k).group_name for k in graph.materializable_asset_keys if graph.get(k).group_name})
+    runnable = set(graph.materializable_asset_keys) | set(graph.observable_asset_keys)  # observing is running too
+    keys = sorted(k.to_user_string() for k in runnable)
+    groups = sorted({graph.get(k).group_name for k in runnable if graph.get(k).group_name})
     try:
-        chosen = dg.AssetSelection.from_string(select).resolve(graph)
+        chosen = dg.AssetSelection.from_string(select, include_sources=True).resolve(graph)
     except Exception as err:  # Dagster's parser raises several types; all mean "not a selection"
         chosen, problem = set(), f"is not an asset selection ({type(err).__name__}: {err})"
     else:
-        problem = "matches no asset to materialize"
-    chosen = sorted(k for k in chosen if k in graph.materializable_asset_keys)
+        problem = "matches no asset to materialize or observe"
+    chosen = sorted(k for k in chosen if k in runnable)
     if chosen:
         return chosen
     words = [w.split(":", 1)[-1].strip("'\"+*") for w in select.split()]
