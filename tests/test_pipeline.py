@@ -229,6 +229,12 @@ def test_failed_blocking_check_stops_downstream(built):
     third = dg.evaluate_automation_conditions(defs=current, instance=instance, cursor=second.cursor)
     assert "downstream/of_patients" in descendants(K(["ingest", "patients"]))
     assert not requested(third) & descendants(K(["ingest", "patients"])), requested(third)
+    # `build --changed` runs nothing more, and says so: rc non-zero, every blocked asset named with the check
+    stuck = build(settings, instance=instance, defs=current, changed=True)
+    assert not stuck.success and "downstream/of_patients" not in stuck.materialized
+    assert "downstream/of_patients" in stuck.stale and set(stuck.stale) <= descendants(K(["ingest", "patients"]))
+    assert "blocking check ingest/patients:quarantine failed" in stuck.stale["downstream/of_patients"]
+    assert all("upstream out of date" in why or "ingest/patients" in why for why in stuck.stale.values())
 
 
 _EDITED: dict = {}  # the definitions the previous scenario left the instance at (code versions changed)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
+from ehrxqa_pipeline.cli.freshness import out_of_date
 from ehrxqa_pipeline.config import Settings
 
 
@@ -20,6 +21,7 @@ class BuildSummary:
     materialized: dict[str, dict] = field(default_factory=dict)  # asset key -> selected metadata
     checks: list[tuple[str, str, bool, str]] = field(default_factory=list)  # key, check, passed, text
     failures: list[str] = field(default_factory=list)
+    stale: dict[str, str] = field(default_factory=dict)  # asset key -> why it is still out of date
 
 
 class SelectionError(ValueError):
@@ -131,7 +133,11 @@ def build(settings: Settings, select: str | None = None, instance: dg.DagsterIns
             runner.run_stages(instance, targets)
             if select is None and runner.ok:
                 _save_evaluation(defs, instance)
-    return runner.summary(observed, time.perf_counter() - start)
+        summary = runner.summary(observed, time.perf_counter() - start)
+        if observed.success:  # what is still out of date is a failure, named with its reason
+            summary.stale = out_of_date(defs, instance, None if changed or select is None else targets)
+            summary.success = summary.success and not summary.stale
+    return summary
 
 
 def materialize(keys: list[dg.AssetKey], instance: dg.DagsterInstance, defs: dg.Definitions | None = None,
@@ -240,6 +246,8 @@ def format_summary(s: BuildSummary, settings: Settings) -> str:
         lines.append(f"  FAILED check {key}:{name}: {text}")
     for f in s.failures:
         lines.append(f"  FAILED step {f}")
+    for key, why in s.stale.items():
+        lines.append(f"  OUT OF DATE {key}: {why}")
     lines.append(f"source:    {settings.source_dir}{' (synthetic)' if settings.synthetic else ''}")
     lines.append(f"warehouse: {settings.warehouse}  (DuckDB; schema per asset group, e.g. ingest.patients)")
     lines.append(f"instance:  {settings.dagster_home}  (`make dev` opens the UI on it)")
