@@ -144,7 +144,14 @@ def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: Pipeli
 @dg.asset(key=MANIFEST_KEY, code_version="1", deps=RELEASE_INPUTS, kinds={"json"},
           check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
                                          description="No absolute path of this machine (EHRXQA_HOME, the source "
-                                                     "root, the repository) in the manifest or the datasheet.")],
+                                                     "root, the repository) in the manifest or the datasheet."),
+                       dg.AssetCheckSpec("consistent", asset=MANIFEST_KEY,
+                                         description="Warns when an asset upstream of the manifest is out of date "
+                                                     "(not built from its parents' current versions with its "
+                                                     "current code, or held back by a blocking check): the "
+                                                     "release folder is then a mix of old and new outputs. The "
+                                                     "automation rebuilds the manifest once they are up to date; "
+                                                     "`ehrxqa build` fails while any is not.")],
           description="Grain: one JSON document listing every file under EHRXQA_HOME/release (path, bytes, "
                       "SHA-256; DuckDB databases by content digest) with the source releases and data versions, "
                       "the code version, seed, configuration and every asset's code version; no time, no "
@@ -171,6 +178,25 @@ def release_manifest(context: dg.AssetExecutionContext, pipeline_config: Pipelin
             for f in files]))})
     yield dg.AssetCheckResult(check_name="portable", passed=not leaks,
                               metadata={"absolute_paths_found": dg.MetadataValue.json(leaks)})
+    stale = _stale_inputs(context)
+    yield dg.AssetCheckResult(check_name="consistent", passed=not stale, severity=dg.AssetCheckSeverity.WARN,
+                              description=f"{len(stale)} upstream assets out of date",
+                              metadata={"out_of_date": dg.MetadataValue.json(stale)})
+
+
+def _stale_inputs(context: dg.AssetExecutionContext) -> dict[str, str]:
+    """The manifest's upstream assets that are out of date on this instance (``cli.freshness``)."""
+    from ehrxqa_pipeline.cli.freshness import out_of_date
+    from ehrxqa_pipeline.definitions import defs  # here, not at import: definitions imports this module
+
+    graph = defs.resolve_asset_graph()
+    upstream, todo = set(), [MANIFEST_KEY]
+    while todo:
+        for parent in graph.get(todo.pop()).parent_keys:
+            if parent not in upstream:
+                upstream.add(parent)
+                todo.append(parent)
+    return out_of_date(defs, context.instance, sorted(k for k in upstream if k in graph.materializable_asset_keys))
 
 
 RELEASE_ASSETS = [release_statistics, release_plots, release_datasheet, release_manifest]

@@ -204,6 +204,7 @@ def test_ehrxqa_release_files_checked_and_counted(built):
     assert ("ehrxqa/questions", "neuralsql_consistency", True) in {c[:3] for c in summary.checks}
     assert ("release/ehrxqa", "resolved_studies", True) in {c[:3] for c in summary.checks}
     assert ("release/ehrxqa", "neuralsql_shapes", True) in {c[:3] for c in summary.checks}
+    assert ("release/manifest", "consistent", True) in {c[:3] for c in summary.checks}
     out = settings.release_dir / "ehrxqa"
     catalog = json.loads((out / "template_catalog.json").read_text())
     scope_of = {v["question_template"]: v["scope"] for v in catalog.values()}

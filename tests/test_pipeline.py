@@ -235,6 +235,10 @@ def test_failed_blocking_check_stops_downstream(built):
     assert "downstream/of_patients" in stuck.stale and set(stuck.stale) <= descendants(K(["ingest", "patients"]))
     assert "blocking check ingest/patients:quarantine failed" in stuck.stale["downstream/of_patients"]
     assert all("upstream out of date" in why or "ingest/patients" in why for why in stuck.stale.values())
+    # a manifest assembled now would describe a mixed release: its check warns, the build fails and names why
+    mixed = build(settings, select="key:release/manifest", instance=instance, defs=current)
+    check = next(c for c in mixed.checks if c[:2] == ("release/manifest", "consistent"))
+    assert not check[2] and not mixed.success and "upstream out of date" in mixed.stale["release/manifest"], check
 
 
 _EDITED: dict = {}  # the definitions the previous scenario left the instance at (code versions changed)
