@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +139,42 @@ def test_build_select_that_matches_nothing_is_an_error(tmp_path, monkeypatch, ca
     err = capsys.readouterr().err
     assert expected in err and "Groups: cxr_cohort, cxr_labels" in err, err
     assert not (tmp_path / "home" / "source").exists()
+
+
+def test_dev_works_from_any_directory(tmp_path, monkeypatch):
+    """`ehrxqa dev` names its code location by absolute path, so it starts from any working directory."""
+    import ehrxqa_pipeline.cli as cli
+
+    for name, value in (("EHRXQA_HOME", tmp_path / "home"), ("DAGSTER_HOME", tmp_path / "home" / "dagster")):
+        monkeypatch.setenv(name, str(value))
+    monkeypatch.setattr(cli, "ensure_source", lambda settings: None)
+    launched = []
+    monkeypatch.setattr(cli.os, "execv", lambda exe, argv: launched.append(argv))
+    monkeypatch.chdir(tmp_path)
+    assert main(["dev"]) == 0
+    argv = launched[0]
+    workspace = Path(argv[argv.index("-w") + 1])
+    assert workspace.is_absolute() and workspace.is_file() and "ehrxqa_pipeline.definitions" in workspace.read_text()
+
+
+def test_instance_has_no_first_visit_modal(tmp_path, monkeypatch):
+    """The instance `ehrxqa` writes turns Dagster's first-visit (newsletter) modal off, also in an older one."""
+    import dagster as dg
+
+    from ehrxqa_pipeline.cli import prepare_instance
+    from ehrxqa_pipeline.config import HOME_ENV, SEED_ENV, SOURCE_ENV, Settings
+
+    for name in ("DAGSTER_HOME", HOME_ENV, SEED_ENV, SOURCE_ENV):  # prepare_instance exports these: restore them
+        if name in os.environ:
+            monkeypatch.setenv(name, os.environ[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
+
+    old = Settings.resolve(str(tmp_path / "old"))
+    old.dagster_home.mkdir(parents=True)
+    (old.dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    for home in ("new", "old"):
+        settings = Settings.resolve(str(tmp_path / home))
+        prepare_instance(settings)
+        with dg.DagsterInstance.from_config(str(settings.dagster_home)) as instance:
+            assert instance.nux_enabled is False, home

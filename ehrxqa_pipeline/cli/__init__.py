@@ -15,6 +15,8 @@ DAGSTER_YAML = """\
 # Written by `ehrxqa`; the instance of this EHRXQA_HOME.
 telemetry:
   enabled: false
+nux:
+  enabled: false       # no first-visit newsletter modal in the UI
 concurrency:
   pools:
     default_limit: 1   # any pool without its own limit: one step at a time across runs
@@ -31,10 +33,12 @@ def prepare_instance(settings: Settings) -> None:
     """Point Dagster at EHRXQA_HOME/dagster (a persistent instance) and export the settings to steps."""
     settings.dagster_home.mkdir(parents=True, exist_ok=True)
     cfg = settings.dagster_home / "dagster.yaml"
-    if not cfg.exists():
-        from ehrxqa_pipeline.atomic import write_text
+    from ehrxqa_pipeline.atomic import write_text
 
+    if not cfg.exists():
         write_text(cfg, DAGSTER_YAML)
+    elif "\nnux:" not in "\n" + cfg.read_text():  # an instance written before the UI modal was turned off
+        write_text(cfg, cfg.read_text().rstrip("\n") + "\nnux:\n  enabled: false\n")
     os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
     os.environ[HOME_ENV] = str(settings.home)
     os.environ[SEED_ENV] = str(settings.seed)
@@ -115,13 +119,20 @@ def cmd_build(args) -> int:
     return 0 if summary.success else 1
 
 
+def code_location() -> list[str]:
+    """`dagster dev` arguments naming the code location from any working directory: the project's
+    workspace.yaml by absolute path (a checkout), else the installed Definitions module."""
+    workspace = Path(__file__).resolve().parents[2] / "workspace.yaml"
+    return ["-w", str(workspace)] if workspace.is_file() else ["-m", "ehrxqa_pipeline.definitions"]
+
+
 def cmd_dev(args) -> int:
     settings = _settings(args)
     prepare_instance(settings)
     _configure_pools()
     ensure_source(settings)
     exe = Path(sys.executable).with_name("dagster")
-    argv = [str(exe), "dev", "-w", "workspace.yaml", "--host", args.host, "--port", str(args.port)]
+    argv = [str(exe), "dev", *code_location(), "--host", args.host, "--port", str(args.port)]
     print(f"Dagster UI on http://{args.host}:{args.port} (instance {settings.dagster_home})")
     os.execv(argv[0], argv)
     return 0
