@@ -61,11 +61,29 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
     default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=60,
     description="Observes the sources every 15 minutes and re-materializes only what a change touched.")
 
+# Named jobs for what users rebuild by hand (the UI's Jobs page, `dagster job launch -j NAME`); none holds a
+# partitioned asset, so each runs as one run. Everything at once: "Materialize all" in the UI, `ehrxqa build`
+# or the weekly schedule (they split the partitioned image steps per top folder).
+_REL = dg.AssetSelection.keys
+JOBS = [
+    dg.define_asset_job("mimic_cxr_vqa", dg.AssetSelection.groups("mimic_cxr_vqa") | _REL("release/mimic_cxr_vqa"),
+                        description="MIMIC-CXR-VQA questions, statistics and release files from the current splits."),
+    dg.define_asset_job("ehrxqa", dg.AssetSelection.groups("ehr_db", "ehrxqa") | _REL("release/ehrxqa"),
+                        description="EHRXQA databases, sampled items with their checks, and release files."),
+    dg.define_asset_job("paraphrase_review", dg.AssetSelection.groups("paraphrase")
+                        | _REL("release/mimic_cxr_vqa", "release/ehrxqa"),
+                        description="After editing paraphrases/reviewed.csv: review state, pools and the released "
+                                    "questions drawn from them."),
+    dg.define_asset_job("release", dg.AssetSelection.groups("release"),
+                        description="Statistics, plots, datasheet and manifest of the release folder."),
+]
+
 defs = dg.Definitions(
     assets=[observe_sources, *INGEST_ASSETS, *CXR_COHORT_ASSETS, *CXR_LABEL_ASSETS, *SPLIT_ASSETS,
             *MIMIC_CXR_VQA_ASSETS, *EHR_DB_ASSETS, *EHRXQA_ASSETS, *PARAPHRASE_ASSETS, *VQA_SCORING_ASSETS,
             *RELEASE_ASSETS],
     asset_checks=[*CONTRACT_CHECKS, *CXR_LABEL_CHECKS, *EHRXQA_CHECKS],
+    jobs=JOBS,
     schedules=[weekly_rebuild],
     sensors=[automation_sensor],
     resources=default_resources(),

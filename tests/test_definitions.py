@@ -1,6 +1,7 @@
 """The code location loads, and the asset graph has the shape the design states."""
 
 import dagster as dg
+import pytest
 
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.definitions import defs
@@ -86,3 +87,17 @@ def test_weekly_schedule_targets_every_asset_in_utc():
     assert tick.weekday() == 0
     with dg.build_schedule_context(scheduled_execution_time=tick) as context:
         assert len(sched.evaluate_tick(context).run_requests) == 1
+
+
+@pytest.mark.parametrize("name, must", [
+    ("mimic_cxr_vqa", {"mimic_cxr_vqa/questions", "release/mimic_cxr_vqa"}),
+    ("ehrxqa", {"ehr_db/silver", "ehr_db/gold", "ehrxqa/questions", "release/ehrxqa"}),
+    ("paraphrase_review", {"paraphrase/pools", "release/mimic_cxr_vqa", "release/ehrxqa"}),
+    ("release", {"release/manifest", "release/datasheet"}),
+])
+def test_named_jobs_for_what_users_rebuild(name, must):
+    graph = defs.resolve_asset_graph()
+    job = defs.resolve_job_def(name)
+    keys = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
+    assert must <= keys, must - keys
+    assert not any(graph.get(dg.AssetKey.from_user_string(k)).partitions_def for k in keys)  # one run each
