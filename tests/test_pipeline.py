@@ -141,6 +141,11 @@ def test_source_table_edit_rebuilds_its_downstream(built):
     assert {"ingest/d_labitems", "ehr_db/silver", "ehr_db/gold"} <= done
     assert done <= descendants(K(["sources", "d_labitems"])), done - descendants(K(["sources", "d_labitems"]))
     assert build(settings, instance=instance, defs=TEST_DEFS, changed=True).materialized == {}
+    # every run of that build carries its id and command line (the UI's Runs page filters by the tag)
+    from ehrxqa_pipeline.cli.instance import BUILD_TAG, COMMAND_TAG
+
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={BUILD_TAG: summary.build_id}))
+    assert len(runs) >= 4 and all(r.tags.get(COMMAND_TAG) for r in runs)
 
 
 def test_gold_label_edit_rebuilds_only_gold_dependents(built):

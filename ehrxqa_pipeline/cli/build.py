@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import time
+import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ class BuildSummary:
     checks: list[tuple[str, str, bool, str]] = field(default_factory=list)  # key, check, passed, text
     failures: list[str] = field(default_factory=list)
     stale: dict[str, str] = field(default_factory=dict)  # asset key -> why it is still out of date
+    build_id: str = ""  # the ehrxqa/build tag of every run of this build
 
 
 class SelectionError(ValueError):
@@ -168,6 +170,7 @@ class _Runner:
         self.defs, self.job, self.op_config = defs, job, op_config
         self.graph = defs.resolve_asset_graph()
         self.results: list = []  # one per stage run (and partition), in order
+        self.build_id = uuid.uuid4().hex[:12]
         self.partitions: list[str | None] = []
 
     @property
@@ -177,7 +180,7 @@ class _Runner:
     def summary(self, observed, seconds: float) -> BuildSummary:
         runs = ([(observed, None)] if observed is not None else []) + list(zip(self.results, self.partitions))
         summary = BuildSummary(success=all(r.success for r, _ in runs), seconds=seconds,
-                               failures=[f for r, p in runs for f in _step_failures(r, p)])
+                               failures=[f for r, p in runs for f in _step_failures(r, p)], build_id=self.build_id)
         for result in self.results:
             for m in result.get_asset_materialization_events():
                 mat = m.materialization
@@ -195,7 +198,7 @@ class _Runner:
 
         quiet = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}  # step events, not engine chatter
         return self.job.execute_in_process(instance=instance, asset_selection=stage, partition_key=partition,
-                                           raise_on_error=False, tags=run_tags(),
+                                           raise_on_error=False, tags=run_tags(self.build_id),
                                            run_config=_stage_config(quiet, self.op_config, stage))
 
     def run_stages(self, instance, targets: list[dg.AssetKey], partitions: dict | None = None) -> None:
@@ -250,7 +253,8 @@ def format_summary(s: BuildSummary, settings: Settings) -> str:
         lines.append(f"  OUT OF DATE {key}: {why}")
     lines.append(f"source:    {settings.source_dir}{' (synthetic)' if settings.synthetic else ''}")
     lines.append(f"warehouse: {settings.warehouse}  (DuckDB; schema per asset group, e.g. ingest.patients)")
-    lines.append(f"instance:  {settings.dagster_home}  (`make dev` opens the UI on it)")
+    lines.append(f"instance:  {settings.dagster_home}  (`make dev` opens the UI on it; this build's runs carry "
+                 f"the tag ehrxqa/build={s.build_id})")
     if settings.release_dir.exists():
         lines.append(f"release:   {settings.release_dir}  ("
                      + ", ".join(sorted(p.name for p in settings.release_dir.iterdir() if p.is_dir())) + ")")

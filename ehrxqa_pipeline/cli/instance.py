@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 
 import dagster as dg
 
@@ -12,6 +13,8 @@ import dagster as dg
 POOL_LIMITS = {"duckdb": 1, "gpu": 1, "llm": 1}
 CURSOR_KEY = "ehrxqa/automation_cursor"
 HOST_TAG, PID_TAG = "ehrxqa/host", "ehrxqa/pid"
+BUILD_TAG, COMMAND_TAG = "ehrxqa/build", "ehrxqa/command"  # every run of one `ehrxqa build`: filter by it in the UI
+COMMAND_MAX = 200
 UNFINISHED = (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.NOT_STARTED)
 
 
@@ -23,9 +26,14 @@ def configure_pools(instance: dg.DagsterInstance) -> None:
             storage.set_concurrency_slots(pool, limit)
 
 
-def run_tags() -> dict[str, str]:
-    """Tags of the runs this process launches: who runs them, so a later build can tell a dead one."""
-    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+def run_tags(build_id: str | None = None) -> dict[str, str]:
+    """Tags of the runs this process launches: who runs them (so a later build can tell a dead one), and with
+    ``build_id`` the build they belong to and its command line."""
+    tags = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+    if build_id is not None:
+        tags[BUILD_TAG] = build_id
+        tags[COMMAND_TAG] = " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])[:COMMAND_MAX]
+    return tags
 
 
 def _alive(pid: int) -> bool:
