@@ -190,12 +190,7 @@ def _stale_inputs(context: dg.AssetExecutionContext) -> dict[str, str]:
     from ehrxqa_pipeline.definitions import defs  # here, not at import: definitions imports this module
 
     graph = defs.resolve_asset_graph()
-    upstream, todo = set(), [MANIFEST_KEY]
-    while todo:
-        for parent in graph.get(todo.pop()).parent_keys:
-            if parent not in upstream:
-                upstream.add(parent)
-                todo.append(parent)
+    upstream = graph.get_ancestor_asset_keys(MANIFEST_KEY)
     return out_of_date(defs, context.instance, sorted(k for k in upstream if k in graph.materializable_asset_keys))
 
 

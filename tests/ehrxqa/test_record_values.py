@@ -56,7 +56,7 @@ def test_value_is_the_written_placeholders_and_resolved_value_the_studies(conn):
         assert list(r["value"]) == placeholders(r["q_tag"]), (i.template.index, r["value"])
         assert all(f"{{{k}}}" in r["q_tag"] and f"${{{k}}}" not in r["q_tag"] for k in r["value"])
         assert list(r).index("resolved_value") == list(r).index("answer") + 1
-        keys = study_keys(i.template)
+        keys = study_keys(i.template.scope)
         assert r["resolved_value"] == dict(zip(keys, i.studies)) and len(i.studies) == len(keys)
         for k in ("study_id", "study_id1", "study_id2"):
             if k in r["value"]:  # a written study id is the one the query asks about

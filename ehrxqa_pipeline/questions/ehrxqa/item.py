@@ -20,6 +20,7 @@ from ehrxqa_pipeline.questions.vqa_templates import SLOT_COLUMNS
 
 DB_PLACEHOLDER = re.compile(r"(?<!\$)\{(\w+)\}")  # {patient_id}, not the visual ${object}
 STUDY_KEYS = {"IMAGE-SINGLE-1": ("study_id",), "IMAGE-SINGLE-2": ("study_id1", "study_id2")}  # resolved_value keys
+RESOLVED_KEYS = tuple(dict.fromkeys(k for keys in STUDY_KEYS.values() for k in keys))  # every key it may hold
 _OPERATIONS = {"unit_count": slots.UNIT_COUNT, "age_group": slots.AGE_GROUP,  # o_tag slots: nlq -> sql
                "agg_function": slots.AGG_FUNCTION, "comparison": slots.VALUE_COMPARISON, "n_rank": slots.N_RANK,
                "n_times": slots.N_TIMES, "n_survival_period": slots.N_SURVIVAL, "sort": slots.SORT,
@@ -31,9 +32,9 @@ def placeholders(text: str) -> list[str]:
     return list(dict.fromkeys(DB_PLACEHOLDER.findall(text)))
 
 
-def study_keys(template) -> tuple[str, ...]:
-    """The ``resolved_value`` keys of a template: the study references its query resolves."""
-    return STUDY_KEYS.get(getattr(template, "scope", ""), ())
+def study_keys(scope: str) -> tuple[str, ...]:
+    """The ``resolved_value`` keys of a template scope: the study references its queries resolve."""
+    return STUDY_KEYS.get(scope, ())
 
 
 def written_values(template, values: dict) -> dict:
@@ -46,8 +47,8 @@ def written_values(template, values: dict) -> dict:
 
 
 def resolved_values(template, studies: list[int]) -> dict:
-    """The record's ``resolved_value``: ``study_keys(template)`` -> the studies resolved at sampling."""
-    keys = study_keys(template)
+    """The record's ``resolved_value``: ``study_keys(template.scope)`` -> the studies resolved at sampling."""
+    keys = study_keys(template.scope)
     if len(studies) != len(keys):
         raise ValueError(f"template {template.index} ({template.scope}) resolves {len(keys)} stud(ies) "
                          f"{keys}, got {studies!r}; build items with ImageFiller.instantiate")

@@ -25,6 +25,7 @@ import polars as pl
 
 from ehrxqa_pipeline import atomic
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, Mismatch, check_items
+from ehrxqa_pipeline.questions.ehrxqa.item import RESOLVED_KEYS
 from ehrxqa_pipeline.questions.ehrxqa.sampling import SPLITS, DatabaseFiles, Sample, run_parallel
 from ehrxqa_pipeline.questions.ehrxqa.stats import modality, scope_axes
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
@@ -119,7 +120,7 @@ def _t_tag(value, where: str) -> list[str]:
 def _resolved(value, where: str) -> dict:
     if value is None:
         return {}
-    if (not isinstance(value, dict) or not set(value) <= {"study_id", "study_id1", "study_id2"}
+    if (not isinstance(value, dict) or not set(value) <= set(RESOLVED_KEYS)
             or not all(isinstance(x, int) and not isinstance(x, bool) for x in value.values())):
         raise ValueError(f"{where}: resolved_value must map study_id / study_id1 / study_id2 to integer study ids, "
                          f"got {value!r}; fix FilledItem.record()")

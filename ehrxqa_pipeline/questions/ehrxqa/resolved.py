@@ -6,7 +6,7 @@ through ``as t1`` (the target study, ``study_id1``) and ``as t2`` (the compared 
 (sqlglot, SQLite dialect), runs every such derived table on the database and returns alias -> distinct study ids.
 
 ``check_resolved(records, template_of, databases)`` does that for every released record and compares:
-- ``resolved_value`` with the resolved studies (keys by template scope, ``item.STUDY_KEYS``: exactly one study
+- ``resolved_value`` with the resolved studies (keys by template scope, ``item.study_keys``: exactly one study
   per key), ``{}`` for templates that resolve no study;
 - ``value``'s written study ids (``study_id``, ``study_id1``, ``study_id2`` where the question names them)
   with the same studies.
@@ -25,17 +25,13 @@ from pathlib import Path
 import sqlglot
 from sqlglot import exp
 
-from ehrxqa_pipeline.questions.ehrxqa.item import STUDY_KEYS as SCOPE_KEYS
+from ehrxqa_pipeline.questions.ehrxqa.item import RESOLVED_KEYS, study_keys
 from ehrxqa_pipeline.questions.neuralsql import postprocess_query
 
 DATABASE_OF_SPLIT = {"train": "silver", "valid": "silver", "test": "gold"}
 ALIAS_OF_KEY = {"study_id": "t1", "study_id1": "t1", "study_id2": "t2"}
-STUDY_KEYS = tuple(ALIAS_OF_KEY)
-
-
-def scope_study_keys(scope: str) -> tuple[str, ...]:
-    """The ``resolved_value`` keys of a template scope (``item.study_keys``)."""
-    return SCOPE_KEYS.get(scope, ())
+if set(ALIAS_OF_KEY) != set(RESOLVED_KEYS):
+    raise RuntimeError("every resolved_value key needs the alias of the derived table that resolves it")
 
 
 @dataclass(frozen=True)
@@ -123,7 +119,7 @@ def check_resolved(records: Mapping[str, list[Mapping]], template_of: Mapping[tu
                     raise ValueError(f"release/ehrxqa/{split}.json id {r['id']} is not in ehrxqa.questions; "
                                      "re-materialize release/ehrxqa")
                 index, scope = template_of[split, r["id"]]
-                keys = scope_study_keys(scope)
+                keys = study_keys(scope)
                 stored = r.get("resolved_value")
                 if not keys:
                     if stored != {}:
@@ -133,7 +129,7 @@ def check_resolved(records: Mapping[str, list[Mapping]], template_of: Mapping[tu
                 want = expected(r, keys, conn, cache)
                 if stored != want:
                     out.append(Difference(split, r["id"], index, "resolved_value", stored, want))
-                written = {k: v for k, v in (r.get("value") or {}).items() if k in STUDY_KEYS}
+                written = {k: v for k, v in (r.get("value") or {}).items() if k in RESOLVED_KEYS}
                 if written and (isinstance(want, str) or any(want.get(k) != v for k, v in written.items())):
                     out.append(Difference(split, r["id"], index, "value", written, want))
     finally:
