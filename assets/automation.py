@@ -2,9 +2,10 @@
 
 Derived assets run when an upstream data version changed (not merely re-materialized with the same
 content), when their own code version changed, or when they are missing, and never past a failed blocking
-check (an upstream contract break stops the cascade across runs, not only within one run).
+check (an upstream contract break stops the cascade across runs, not only within one run). The release
+assets also wait until nothing upstream of them is out of date (``RELEASE_ON_CHANGE``): a release is never
+assembled from a mix of old and new outputs.
 """
-
 
 import dagster as dg
 
@@ -14,6 +15,39 @@ ON_CHANGE: dg.AutomationCondition = (
     AC.eager().replace("any_deps_updated", AC.any_deps_match(AC.data_version_changed()))
     | AC.code_version_changed()
 ) & AC.all_deps_blocking_checks_passed()
+
+
+
+class UpstreamCurrent(dg.AutomationCondition):
+    """True when no ancestor of the asset is out of date (``assets.freshness``: never built, built with other
+    code, or from other versions of its parents, or below one of those). A cascade held back by a failed or
+    unevaluated blocking check, or still under way in a later tick, keeps this false. Python, not a built-in
+    condition: the sensor that evaluates it runs in the code server (``use_user_code_server``)."""
+
+    @property
+    def name(self) -> str:
+        return "upstream_current"
+
+    @property
+    def description(self) -> str:
+        return "No ancestor is out of date"
+
+    def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
+        from assets.freshness import stale_assets
+
+        graph, instance = context.asset_graph, context.asset_graph_view.instance
+        tick = (id(graph), id(instance), context.evaluation_time)  # one freshness pass per evaluation
+        if _STALE.get("tick") != tick:
+            _STALE.update(tick=tick, stale=set(stale_assets(graph, instance)))
+        ancestors = {k.to_user_string() for k in graph.get_ancestor_asset_keys(context.key)}
+        blocked = ancestors & _STALE["stale"]
+        return dg.AutomationResult(context, context.get_empty_subset() if blocked else context.candidate_subset)
+
+
+_STALE: dict = {}  # the out-of-date assets of the latest evaluation (UpstreamCurrent)
+
+
+RELEASE_ON_CHANGE: dg.AutomationCondition = ON_CHANGE & UpstreamCurrent()
 
 # Source files are re-hashed on this cadence; a changed hash makes only its downstream stale.
 OBSERVE_SOURCES: dg.AutomationCondition = AC.on_cron("*/15 * * * *")

@@ -7,7 +7,7 @@ import json
 import dagster as dg
 
 from assets import ehrxqa, mimic_cxr_vqa, vqa_scoring
-from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, RELEASE_ON_CHANGE
 from assets.cxr_cohort import GOLD_KEY as GOLD_COHORT_KEY
 from assets.cxr_cohort import SILVER_KEY as SILVER_COHORT_KEY
 from assets.ehr_db import DB_KEYS
@@ -27,7 +27,7 @@ PLOTS_KEY = dg.AssetKey([names.RELEASE, "plots"])
 DATASHEET_KEY = dg.AssetKey([names.RELEASE, "datasheet"])
 MANIFEST_KEY = dg.AssetKey([names.RELEASE, "manifest"])
 DATASHEET_FILE = "datasheet.md"
-COMMON = dict(group_name=names.RELEASE, automation_condition=ON_CHANGE, owners=["team:ehrxqa"])
+COMMON = dict(group_name=names.RELEASE, automation_condition=RELEASE_ON_CHANGE, owners=["team:ehrxqa"])
 
 # Every asset that writes a file under EHRXQA_HOME/release: the manifest runs after all of them (and hashes
 # whatever is there). An asset that starts writing there belongs in this list (e.g. vqa_scoring/scores).
@@ -185,8 +185,8 @@ def release_manifest(context: dg.AssetExecutionContext, pipeline_config: Pipelin
 
 
 def _stale_inputs(context: dg.AssetExecutionContext) -> dict[str, str]:
-    """The manifest's upstream assets that are out of date on this instance (``cli.freshness``)."""
-    from ehrxqa_pipeline.cli.freshness import out_of_date
+    """The manifest's upstream assets that are out of date on this instance (``assets.freshness``)."""
+    from assets.freshness import out_of_date
     from ehrxqa_pipeline.definitions import defs  # here, not at import: definitions imports this module
 
     graph = defs.resolve_asset_graph()

@@ -8,7 +8,7 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, GPU_POOL, GPU_TAGS, ON_CHANGE
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, GPU_POOL, GPU_TAGS, ON_CHANGE, RELEASE_ON_CHANGE
 from assets.cxr_cohort import IMAGE_PARTITIONS
 from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.ehr_db import DB_KEYS, database_dir
@@ -186,7 +186,7 @@ def _load_predictions(con) -> Predictions | None:
 @dg.asset(key=SCORES_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"duckdb", "json"}, owners=OWNERS,
           deps=[PREDICTIONS_KEY, VQA_QUESTIONS_KEY, EHRXQA_QUESTIONS_KEY, LABEL_KEYS["gold"], POOLS_KEY,
                 DB_KEYS["gold"]],
-          automation_condition=ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+          automation_condition=RELEASE_ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
           description="Grain: one row per (VQA module, metric): MIMIC-CXR-VQA test accuracy and micro F1 (overall, "
                       "per content type), relative AUROC vs the reference model (E.1.3), EHRXQA execution accuracy "
                       "of the gold NeuralSQL per modality x patient scope (Table E16), paraphrase robustness of "

@@ -59,7 +59,9 @@ weekly_rebuild = dg.ScheduleDefinition(
 automation_sensor = dg.AutomationConditionSensorDefinition(
     "ehrxqa_automation", target=dg.AssetSelection.all(include_sources=True),
     default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=60,
-    description="Observes the sources every 15 minutes and re-materializes only what a change touched.")
+    use_user_code_server=True,  # the release assets' condition is Python (assets.automation.UpstreamCurrent)
+    description="Observes the sources every 15 minutes and re-materializes only what a change touched; the "
+                "release assets once nothing upstream of them is out of date.")
 
 # Named jobs for what users rebuild by hand (the UI's Jobs page, `dagster job launch -j NAME`); none holds a
 # partitioned asset, so each runs as one run. Everything at once: "Materialize all" in the UI, `ehrxqa build`

@@ -96,6 +96,7 @@ def test_build_failure_names_file_column_and_fix(source_copy, tmp_path, monkeypa
     """End to end through `ehrxqa build`: a source file without a required column fails its ingestion step,
     and the summary shows the library's message (file, column, fix), not Dagster's wrapper."""
     root, _ = source_copy
+    original = resolve(root, "patients").read_bytes()
     _drop_column(resolve(root, "patients"))
     for name, value in (("EHRXQA_HOME", tmp_path / "home"), ("EHRXQA_SOURCE_ROOT", root),
                         ("DAGSTER_HOME", tmp_path / "home" / "dagster"), ("EHRXQA_SEED", "0")):
@@ -107,6 +108,43 @@ def test_build_failure_names_file_column_and_fix(source_copy, tmp_path, monkeypa
     assert "patients.csv" in failed[0] and "'dod'" in failed[0] and "Fix:" in failed[0], failed[0]
     assert "dagster._core" not in failed[0]
     assert out.rstrip().endswith("build FAILED")
+    # The failed run belongs to the project's code location, so the UI can re-execute it: once the file is
+    # fixed, "re-execute from failure" (as the UI does it, through the instance) ingests the patients.
+    resolve(root, "patients").write_bytes(original)
+    import dagster as dg
+
+    with dg.DagsterInstance.get() as instance:
+        run = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]), limit=1)[0]
+        assert run.remote_job_origin.location_name == "ehrxqa" and run.asset_selection == {
+            dg.AssetKey(["ingest", "patients"])}
+        again = _reexecute_from_failure(instance, run)
+        assert again.status == dg.DagsterRunStatus.SUCCESS and again.parent_run_id == run.run_id
+        assert instance.get_latest_materialization_event(dg.AssetKey(["ingest", "patients"])).run_id == again.run_id
+
+
+def _reexecute_from_failure(instance, run, timeout: float = 120.0):
+    """What the UI's "Re-execute from failure" does: load the run's code location (workspace.yaml, a code
+    server process), create the child run, launch it (a run process) and wait for it."""
+    import time
+
+    from dagster._core.execution.plan.resume_retry import ReexecutionStrategy
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+    from ehrxqa_pipeline.cli.launch import WORKSPACE
+
+    with WorkspaceProcessContext(instance, WorkspaceFileTarget([str(WORKSPACE)])) as process:
+        context = process.create_request_context()
+        origin = run.remote_job_origin
+        location = context.get_code_location(origin.location_name)
+        job = location.get_repository(origin.repository_origin.repository_name).get_full_job(origin.job_name)
+        child = instance.create_reexecuted_run(request_context=context, parent_run=run, code_location=location,
+                                               remote_job=job, strategy=ReexecutionStrategy.FROM_FAILURE)
+        instance.launch_run(child.run_id, context)
+        deadline = time.monotonic() + timeout
+        while not instance.get_run_by_id(child.run_id).is_finished and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return instance.get_run_by_id(child.run_id)
 
 
 def test_instance_pools_have_explicit_limits(tmp_path):

@@ -3,7 +3,7 @@ graph is exercised in tests/test_pipeline.py)."""
 
 import dagster as dg
 
-from ehrxqa_pipeline.cli.freshness import out_of_date
+from assets.freshness import out_of_date
 
 STATE = {"a": 1, "check_passes": True}
 

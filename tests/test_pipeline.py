@@ -7,7 +7,8 @@ and a failed blocking check that stops everything downstream."""
 import dagster as dg
 import pytest
 
-from assets.automation import ON_CHANGE
+from assets.automation import ON_CHANGE, RELEASE_ON_CHANGE
+from assets.freshness import out_of_date
 from assets.ehrxqa import sampling_run_config
 from ehrxqa_pipeline.cli.build import build, materialize
 from ehrxqa_pipeline.config import Settings
@@ -66,17 +67,25 @@ def data_versions(instance) -> dict[str, str | None]:
     return out
 
 
+# The release assets wait until nothing upstream of them is out of date (assets.automation.UpstreamCurrent).
+WAITERS = names(k for k in GRAPH.materializable_asset_keys if GRAPH.get(k).automation_condition == RELEASE_ON_CHANGE)
+
+
 def cascade(instance, settings, cursor, graph_defs=TEST_DEFS) -> tuple[list[set[str]], set[str], object]:
     """Tick by tick: evaluate the automation conditions, materialize exactly what they request, until nothing
     is due. Returns the requested set of every tick, the assets whose data version changed, the cursor. Each
-    tick after the first must request exactly the children of what changed in the previous one."""
-    ticks, changed_all, changed = [], set(), None
+    tick after the first must request exactly the children of what changed in the previous one, except release
+    assets, which wait (then run) until their ancestors are up to date; at the end nothing is out of date."""
+    ticks, changed_all, changed, waiting = [], set(), None, set()
     for _ in range(30):
         result = dg.evaluate_automation_conditions(defs=graph_defs, instance=instance, cursor=cursor)
         cursor, due = result.cursor, requested(result)
         if changed is not None:
-            assert due == children(changed, ticks[-1]), (ticks, changed, due)
+            expected = children(changed, ticks[-1]) | waiting
+            assert due <= expected and expected - due <= WAITERS, (ticks, changed, due, expected)
+            waiting = expected - due
         if not due:
+            assert not waiting and out_of_date(graph_defs, instance) == {}, (waiting, out_of_date(graph_defs, instance))
             return ticks, changed_all, cursor
         ticks.append(due)
         before = data_versions(instance)
@@ -148,7 +157,7 @@ def test_source_table_edit_rebuilds_its_downstream(built):
     assert len(runs) >= 4 and all(r.tags.get(COMMAND_TAG) for r in runs)
 
 
-def test_gold_label_edit_rebuilds_only_gold_dependents(built):
+def test_gold_label_edit_rebuilds_only_gold_dependents(built, tmp_path_factory):
     settings, instance, root, *_ = built
     import duckdb
 
@@ -179,6 +188,33 @@ def test_gold_label_edit_rebuilds_only_gold_dependents(built):
     # table, re-materialized with the gold one by the same step, kept its content)
     assert "cxr_labels/silver" in gold and "cxr_labels/silver" not in rerun
     assert not changed & {"cxr_cohort/image_rules", "cxr_cohort/silver"}
+    # every check of what re-ran was evaluated on its latest materialization and passed, and the release the
+    # cascade left is byte for byte the one a fresh build makes from the edited source
+    latest = {c: instance.get_latest_asset_check_evaluation_record(c) for c in GRAPH.get_check_keys_for_assets(
+        {K.from_user_string(k) for k in rerun})}
+    assert all(r is not None and r.status.value == "SUCCEEDED" for r in latest.values()), \
+        {str(c): r and r.status for c, r in latest.items() if r is None or r.status.value != "SUCCEEDED"}
+    assert release_files(settings.release_dir) == fresh_release(tmp_path_factory)
+
+
+def release_files(folder) -> dict[str, str]:
+    """Path -> SHA-256 of every release file, the manifest included; DuckDB databases (whose bytes vary from
+    write to write) by the manifest's content digest."""
+    from ehrxqa_pipeline.release.manifest import MANIFEST_NAME, file_entries, sha256_file
+
+    return {**{e["path"]: e["sha256"] for e in file_entries(folder)}, MANIFEST_NAME: sha256_file(folder / MANIFEST_NAME)}
+
+
+def fresh_release(tmp_path_factory) -> dict[str, str]:
+    """The release files of a full build of the current (edited) source in a new home and instance."""
+    tmp = tmp_path_factory.mktemp("fresh")
+    (tmp / "dagster").mkdir()
+    with pytest.MonkeyPatch.context() as mp, dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
+        mp.setenv("EHRXQA_HOME", str(tmp / "home"))
+        settings = Settings.resolve()
+        summary = build(settings, instance=instance, defs=TEST_DEFS, run_config=SMALL_EHRXQA)
+        assert summary.success, (summary.failures, summary.stale)
+        return release_files(settings.release_dir)
 
 
 def test_prompt_version_edit_reruns_only_paraphrasing_and_after(built, monkeypatch):
@@ -220,6 +256,7 @@ def test_failed_blocking_check_stops_downstream(built):
     current = _EDITED.get("defs", TEST_DEFS)
     first = dg.evaluate_automation_conditions(defs=current, instance=instance)
     assert requested(first) == set()
+    before = release_files(settings.release_dir)
 
     # Break the contract: every patient's gender becomes 'U' -> everything quarantined -> blocking failure.
     def breaker(text):
@@ -240,6 +277,7 @@ def test_failed_blocking_check_stops_downstream(built):
     assert "downstream/of_patients" in stuck.stale and set(stuck.stale) <= descendants(K(["ingest", "patients"]))
     assert "blocking check ingest/patients:quarantine failed" in stuck.stale["downstream/of_patients"]
     assert all("upstream out of date" in why or "ingest/patients" in why for why in stuck.stale.values())
+    assert release_files(settings.release_dir) == before  # the previous release is untouched
     # a manifest assembled now would describe a mixed release: its check warns, the build fails and names why
     mixed = build(settings, select="key:release/manifest", instance=instance, defs=current)
     check = next(c for c in mixed.checks if c[:2] == ("release/manifest", "consistent"))

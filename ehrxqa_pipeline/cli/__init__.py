@@ -119,18 +119,13 @@ def cmd_build(args) -> int:
     return 0 if summary.success else 1
 
 
-def code_location() -> list[str]:
-    """`dagster dev` arguments naming the code location from any working directory: the project's
-    workspace.yaml by absolute path (a checkout), else the installed Definitions module."""
-    workspace = Path(__file__).resolve().parents[2] / "workspace.yaml"
-    return ["-w", str(workspace)] if workspace.is_file() else ["-m", "ehrxqa_pipeline.definitions"]
-
-
 def cmd_dev(args) -> int:
     settings = _settings(args)
     prepare_instance(settings)
     _configure_pools()
     ensure_source(settings)
+    from ehrxqa_pipeline.cli.launch import code_location
+
     exe = Path(sys.executable).with_name("dagster")
     argv = [str(exe), "dev", *code_location(), "--host", args.host, "--port", str(args.port)]
     print(f"Dagster UI on http://{args.host}:{args.port} (instance {settings.dagster_home})")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
-from ehrxqa_pipeline.cli.freshness import out_of_date
+from assets.freshness import out_of_date
 from ehrxqa_pipeline.config import Settings
 
 
@@ -167,7 +167,12 @@ class _Runner:
     MAX_ROUNDS = 100  # automation requests one level of the graph per round; the graph is ~15 deep
 
     def __init__(self, defs: dg.Definitions, job, op_config: dict):
+        from ehrxqa_pipeline import definitions
+        from ehrxqa_pipeline.cli.launch import job_origin
+
         self.defs, self.job, self.op_config = defs, job, op_config
+        # runs of the project's own definitions carry their code location (the UI can re-execute them)
+        self.origin = job_origin() if defs is definitions.defs else None
         self.graph = defs.resolve_asset_graph()
         self.results: list = []  # one per stage run (and partition), in order
         self.build_id = uuid.uuid4().hex[:12]
@@ -195,11 +200,11 @@ class _Runner:
 
     def run(self, instance, stage: list[dg.AssetKey], partition: str | None):
         from ehrxqa_pipeline.cli.instance import run_tags
+        from ehrxqa_pipeline.cli.launch import execute
 
         quiet = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}  # step events, not engine chatter
-        return self.job.execute_in_process(instance=instance, asset_selection=stage, partition_key=partition,
-                                           raise_on_error=False, tags=run_tags(self.build_id),
-                                           run_config=_stage_config(quiet, self.op_config, stage))
+        return execute(self.job, instance, stage, partition, run_tags(self.build_id),
+                       _stage_config(quiet, self.op_config, stage), self.origin)
 
     def run_stages(self, instance, targets: list[dg.AssetKey], partitions: dict | None = None) -> None:
         """Every stage of ``targets`` in dependency order; partitioned stages per partition (those in

@@ -72,7 +72,11 @@ def out_of_date(defs: dg.Definitions, instance: dg.DagsterInstance,
                 keys: list[dg.AssetKey] | None = None) -> dict[str, str]:
     """Asset key -> why it is out of date, for the materializable assets (of ``keys`` when given), in
     dependency order; {} when everything is up to date."""
-    graph = defs.resolve_asset_graph()
+    return stale_assets(defs.resolve_asset_graph(), instance, keys)
+
+
+def stale_assets(graph, instance: dg.DagsterInstance, keys=None) -> dict[str, str]:
+    """``out_of_date`` on an asset graph (the Definitions' or, in an automation condition, the evaluator's)."""
     stale: dict[dg.AssetKey, str] = {}
     for key in graph.toposorted_asset_keys:
         if key not in graph.materializable_asset_keys:
