@@ -49,6 +49,14 @@ _STALE: dict = {}  # the out-of-date assets of the latest evaluation (UpstreamCu
 
 RELEASE_ON_CHANGE: dg.AutomationCondition = ON_CHANGE & UpstreamCurrent()
 
+# Every standalone check (@asset_check) carries this: requested, and so run in the same run as its asset, in
+# every tick that requests the asset (or an additional dependency of the check). Without a condition of its
+# own a standalone check rides along only with an asset that has no check_specs: Dagster 1.13's run request
+# then names the asset's requested spec checks and nothing else, so a blocking check was never evaluated and
+# held everything downstream (issue 19; tests/test_definitions.py and the cascades of tests/test_pipeline.py).
+WITH_ITS_ASSET: dg.AutomationCondition = AC.any_deps_match(AC.will_be_requested()).with_label(
+    "its asset will be requested")
+
 # Source files are re-hashed on this cadence; a changed hash makes only its downstream stale.
 OBSERVE_SOURCES: dg.AutomationCondition = AC.on_cron("*/15 * * * *")
 

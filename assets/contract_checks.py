@@ -8,7 +8,7 @@
 
 import dagster as dg
 
-from assets.automation import DUCKDB_POOL, DUCKDB_TAGS
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, WITH_ITS_ASSET
 from assets.ingest import CONTRACTS, ingest_key
 from ehrxqa_pipeline.contracts import Contract
 from ehrxqa_pipeline.quality import (CheckOutcome, check_foreign_keys, check_gx, check_quarantine,
@@ -25,7 +25,7 @@ def _result(outcome: CheckOutcome) -> dg.AssetCheckResult:
 
 def _checks(contract: Contract) -> list[dg.AssetChecksDefinition]:
     key = ingest_key(contract.table)
-    common = dict(asset=key, blocking=True, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS)
+    common = dict(asset=key, blocking=True, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, automation_condition=WITH_ITS_ASSET)
 
     @dg.asset_check(name="contract", description=f"Types, keys and the GX suite of {contract.path.name}.",
                     **common)

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE, WITH_ITS_ASSET
 from assets.metadata import table_result
 from assets.cxr_cohort import GOLD_KEY, SILVER_KEY
 from assets.ingest import ingest_key
@@ -93,7 +93,7 @@ gold_labels = _label_asset("gold", GOLD_KEY, "gold_relations")
 
 
 @dg.asset_check(asset=LABEL_KEYS["gold"], name="same_pool_as_silver", blocking=True,
-                additional_deps=[LABEL_KEYS["silver"]],
+                additional_deps=[LABEL_KEYS["silver"]], automation_condition=WITH_ITS_ASSET,
                 description="Silver and gold use identical object/attribute pools.")
 def same_pool(warehouse: Warehouse) -> dg.AssetCheckResult:
     with warehouse.connect() as con:

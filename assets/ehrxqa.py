@@ -10,7 +10,7 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE, WITH_ITS_ASSET
 from assets.metadata import records_metadata, table_metadata
 from assets.ehr_db import DB_KEYS, database_dir
 from assets.paraphrase import POOLS_KEY
@@ -168,12 +168,14 @@ def questions(context: dg.AssetExecutionContext, config: EhrxqaSamplingConfig, p
 
 
 @dg.asset_check(asset=QUESTIONS_KEY, name="neuralsql_consistency", blocking=True, pool=DUCKDB_POOL,
-                op_tags=DUCKDB_TAGS,
+                op_tags=DUCKDB_TAGS, automation_condition=WITH_ITS_ASSET,
                 description="Every stored item's NeuralSQL, executed with the oracle VQA module on the database it "
                             "was drawn from, gives its gold SQL answer, and both equal the stored answer.")
-def neuralsql_consistency(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.AssetCheckResult:
+def neuralsql_consistency(context: dg.AssetCheckExecutionContext, pipeline_config: PipelineConfig,
+                          warehouse: Warehouse) -> dg.AssetCheckResult:
     frame = _questions(warehouse)
-    mismatches = check_stored(frame, _databases(pipeline_config.settings()), workers=_workers(0, frame.height))
+    mismatches = check_stored(frame, _databases(pipeline_config.settings()), workers=_workers(0, frame.height),
+                              log=context.log.info)
     shown = [{"template": m.index, "question": m.question, "gold": repr(m.gold), "neural": repr(m.neural),
               "stored": repr(m.stored)} for m in mismatches[:SHOW_MISMATCHES]]
     return dg.AssetCheckResult(
@@ -242,6 +244,7 @@ def release_ehrxqa(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.
 
 
 @dg.asset_check(asset=RELEASE_KEY, name="resolved_studies", blocking=True, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+                automation_condition=WITH_ITS_ASSET,
                 description="Every released record of a 1-image or 2-image template names the studies its released "
                             "query resolves on the released SQLite database (train/valid: silver, test: gold): "
                             "resolved_value (study_id, or study_id1 / study_id2) and the study ids written in value "
@@ -263,7 +266,7 @@ def resolved_studies(pipeline_config: PipelineConfig, warehouse: Warehouse) -> d
                   "first_differences": dg.MetadataValue.json([d.row() for d in differences[:SHOW_MISMATCHES]])})
 
 
-@dg.asset_check(asset=RELEASE_KEY, name="neuralsql_shapes", blocking=True,
+@dg.asset_check(asset=RELEASE_KEY, name="neuralsql_shapes", blocking=True, automation_condition=WITH_ITS_ASSET,
                 description="Every released query that reaches an image does so in one of the published NeuralSQL "
                             "shapes P1-P4 (ehrxqa_pipeline/questions/neuralsql/shapes.py), the ways the authors' "
                             "published executor runs func_vqa; any other shape fails the release.")

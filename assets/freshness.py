@@ -14,18 +14,38 @@ import dagster as dg
 _INPUT = "dagster/input_data_version/"
 
 
-def _version(instance: dg.DagsterInstance, graph, key: dg.AssetKey, partition: str | None = None) -> str | None:
-    source = key not in graph.materializable_asset_keys
-    record = instance.get_latest_data_version_record(key, is_source=source, partition_key=partition)
-    if record is None:
-        return None
-    event = record.asset_materialization if not source else record.asset_observation
-    return (event.tags or {}).get("dagster/data_version") if event is not None else None
+class _Latest:
+    """The latest data-version record of each asset (partition) on the instance, read once per pass: the latest
+    materializations of all unpartitioned assets in one query, sources and partitions one by one."""
+
+    def __init__(self, instance: dg.DagsterInstance, graph):
+        self.instance, self.graph = instance, graph
+        keys = [k for k in graph.materializable_asset_keys if graph.get(k).partitions_def is None]
+        self._records = dict.fromkeys(((k, None) for k in keys), None)  # none: never materialized
+        for record in instance.get_asset_records(keys):
+            self._records[(record.asset_entry.asset_key, None)] = record.asset_entry.last_materialization_record
+
+    def record(self, key: dg.AssetKey, partition: str | None = None):
+        if (key, partition) not in self._records:
+            self._records[(key, partition)] = self.instance.get_latest_data_version_record(
+                key, is_source=key not in self.graph.materializable_asset_keys, partition_key=partition)
+        return self._records[(key, partition)]
+
+    def event(self, key: dg.AssetKey, partition: str | None = None):
+        """The materialization (observation, for a source) of ``record``; None when there is none."""
+        record = self.record(key, partition)
+        if record is None:
+            return None
+        return record.asset_materialization if key in self.graph.materializable_asset_keys else record.asset_observation
+
+    def version(self, key: dg.AssetKey, partition: str | None = None) -> str | None:
+        event = self.event(key, partition)
+        return (event.tags or {}).get("dagster/data_version") if event is not None else None
 
 
-def _blocking(instance: dg.DagsterInstance, graph, parent: dg.AssetKey) -> list[str]:
+def _blocking(instance: dg.DagsterInstance, graph, latest_records: _Latest, parent: dg.AssetKey) -> list[str]:
     """The parent's blocking checks that did not pass on its latest materialization."""
-    latest = instance.get_latest_data_version_record(parent, is_source=False)
+    latest = latest_records.record(parent)
     out = []
     for check_key in sorted(graph.get_check_keys_for_assets({parent}), key=str):
         if not graph.get(check_key).blocking:
@@ -43,15 +63,14 @@ def _blocking(instance: dg.DagsterInstance, graph, parent: dg.AssetKey) -> list[
     return out
 
 
-def _own_reasons(instance: dg.DagsterInstance, graph, key: dg.AssetKey) -> list[str]:
+def _own_reasons(instance: dg.DagsterInstance, graph, latest: _Latest, key: dg.AssetKey) -> list[str]:
     node = graph.get(key)
     partitions = ([None] if node.partitions_def is None
                   else node.partitions_def.get_partition_keys(dynamic_partitions_store=instance))
     reasons: list[str] = []
     for partition in partitions:
         where = f"[{partition}]" if partition else ""
-        record = instance.get_latest_data_version_record(key, is_source=False, partition_key=partition)
-        event = record.asset_materialization if record is not None else None
+        event = latest.event(key, partition)
         if event is None:
             reasons.append(f"{where} never materialized".strip())
             continue
@@ -62,9 +81,9 @@ def _own_reasons(instance: dg.DagsterInstance, graph, key: dg.AssetKey) -> list[
             read = tags.get(_INPUT + parent.to_user_string())
             if read is None or graph.get(parent).partitions_def is not None:
                 continue  # partitioned parents are read whole; their versions are per partition
-            if read != _version(instance, graph, parent):
+            if read != latest.version(parent):
                 reasons.append(f"{where} {parent.to_user_string()} changed since it was built".strip())
-                reasons.extend(_blocking(instance, graph, parent))
+                reasons.extend(_blocking(instance, graph, latest, parent))
     return list(dict.fromkeys(reasons))
 
 
@@ -78,10 +97,11 @@ def out_of_date(defs: dg.Definitions, instance: dg.DagsterInstance,
 def stale_assets(graph, instance: dg.DagsterInstance, keys=None) -> dict[str, str]:
     """``out_of_date`` on an asset graph (the Definitions' or, in an automation condition, the evaluator's)."""
     stale: dict[dg.AssetKey, str] = {}
+    latest = _Latest(instance, graph)
     for key in graph.toposorted_asset_keys:
         if key not in graph.materializable_asset_keys:
             continue
-        reasons = _own_reasons(instance, graph, key)
+        reasons = _own_reasons(instance, graph, latest, key)
         upstream = sorted(p.to_user_string() for p in graph.get(key).parent_keys if p in stale)
         if not reasons and upstream:
             reasons = [f"upstream out of date: {', '.join(upstream)}"]

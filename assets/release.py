@@ -146,12 +146,12 @@ def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: Pipeli
                                          description="No absolute path of this machine (EHRXQA_HOME, the source "
                                                      "root, the repository) in the manifest or the datasheet."),
                        dg.AssetCheckSpec("consistent", asset=MANIFEST_KEY,
-                                         description="Warns when an asset upstream of the manifest is out of date "
+                                         description="Fails when an asset upstream of the manifest is out of date "
                                                      "(not built from its parents' current versions with its "
                                                      "current code, or held back by a blocking check): the "
                                                      "release folder is then a mix of old and new outputs. The "
-                                                     "automation rebuilds the manifest once they are up to date; "
-                                                     "`ehrxqa build` fails while any is not.")],
+                                                     "automation waits for them (UpstreamCurrent); an explicit "
+                                                     "`ehrxqa build --select` that makes one fails.")],
           description="Grain: one JSON document listing every file under EHRXQA_HOME/release (path, bytes, "
                       "SHA-256; DuckDB databases by content digest) with the source releases and data versions, "
                       "the code version, seed, configuration and every asset's code version; no time, no "
@@ -173,15 +173,26 @@ def release_manifest(context: dg.AssetExecutionContext, pipeline_config: Pipelin
         "path": dg.MetadataValue.path(str(path)), "manifest_sha256": digest, "dagster/row_count": len(files),
         "bytes": sum(f.get("bytes", 0) for f in files),
         "content_digests": dg.MetadataValue.json([f["path"] for f in files if f["digest"] == "content"]),
+        "input_data_versions": dg.MetadataValue.json(_input_versions(context)),
         "files": dg.MetadataValue.md(markdown.table(["file", "bytes", "sha256"], [
             [f["path"], f"{f['bytes']:,}" if "bytes" in f else f"{f['rows']:,} rows (content)", f["sha256"][:16]]
             for f in files]))})
     yield dg.AssetCheckResult(check_name="portable", passed=not leaks,
                               metadata={"absolute_paths_found": dg.MetadataValue.json(leaks)})
     stale = _stale_inputs(context)
-    yield dg.AssetCheckResult(check_name="consistent", passed=not stale, severity=dg.AssetCheckSeverity.WARN,
+    yield dg.AssetCheckResult(check_name="consistent", passed=not stale,
                               description=f"{len(stale)} upstream assets out of date",
                               metadata={"out_of_date": dg.MetadataValue.json(stale)})
+
+
+def _input_versions(context: dg.AssetExecutionContext) -> dict[str, str | None]:
+    """The data version of every asset the manifest lists files of, as this materialization read them."""
+    out = {}
+    for key in RELEASE_INPUTS:
+        record = context.instance.get_latest_data_version_record(key)
+        event = record.asset_materialization if record is not None else None
+        out[key.to_user_string()] = (event.tags or {}).get("dagster/data_version") if event is not None else None
+    return out
 
 
 def _stale_inputs(context: dg.AssetExecutionContext) -> dict[str, str]:

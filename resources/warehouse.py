@@ -26,4 +26,7 @@ class Warehouse(dg.ConfigurableResource):
         resource = DuckDBResource(database=str(settings.warehouse), connection_config={
             "memory_limit": self.memory_limit, "threads": self.threads, "temp_directory": str(spill)})
         with resource.get_connection() as con:
-            yield con
+            try:
+                yield con
+            finally:  # dagster-duckdb closes only on success: a failed step would keep the file locked
+                con.close()

@@ -101,3 +101,50 @@ def test_named_jobs_for_what_users_rebuild(name, must):
     keys = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
     assert must <= keys, must - keys
     assert not any(graph.get(dg.AssetKey.from_user_string(k)).partitions_def for k in keys)  # one run each
+
+
+def checks_left_out(result, graph) -> set[str]:
+    """Checks of the assets that the automation sensor's runs for ``result`` (an evaluation) materialize but do
+    not evaluate: the run requests are built by the function the daemon calls."""
+    from dagster._core.definitions.automation_tick_evaluation_context import build_run_requests
+
+    out = set()
+    for request in build_run_requests(result._requested_subsets, graph, None, False):
+        if request.asset_check_keys is not None:  # None: every check of the run's assets
+            wanted = graph.get_check_keys_for_assets(set(request.asset_selection))
+            out |= {c.to_user_string() for c in wanted - set(request.asset_check_keys)}
+    return out
+
+
+def _left_out(defs_: dg.Definitions) -> set[str]:
+    with dg.instance_for_test() as instance:  # everything missing
+        result = dg.evaluate_automation_conditions(defs=defs_, instance=instance)
+        assert result.total_requested
+        return checks_left_out(result, defs_.resolve_asset_graph())
+
+
+def test_sensor_runs_every_check_of_what_it_materializes():
+    """Dagster 1.13 leaves a standalone check (without a condition of its own) out of a sensor run of an asset that
+    has check_specs: a blocking check never evaluated holds everything downstream (issue 19). Every standalone
+    check here has ``WITH_ITS_ASSET``."""
+    from assets.automation import WITH_ITS_ASSET
+
+    @dg.asset(check_specs=[dg.AssetCheckSpec("spec", asset="a", blocking=True)],
+              automation_condition=dg.AutomationCondition.missing())
+    def a():
+        yield dg.MaterializeResult()
+        yield dg.AssetCheckResult(check_name="spec", passed=True)
+
+    def standalone(**condition):
+        @dg.asset_check(asset=a, name="standalone", blocking=True, **condition)
+        def check():
+            return dg.AssetCheckResult(passed=True)
+        return check
+
+    assert _left_out(dg.Definitions(assets=[a], asset_checks=[standalone()])) == {"a:standalone"}
+    assert _left_out(dg.Definitions(assets=[a], asset_checks=[standalone(automation_condition=WITH_ITS_ASSET)])) == set()
+    graph = defs.resolve_asset_graph()
+    for key in graph.asset_check_keys:  # a check in its asset's step (check_specs) runs with it anyway
+        spec = key.asset_key in graph.get_execution_set_asset_and_check_keys(key)
+        assert spec or graph.get(key).automation_condition == WITH_ITS_ASSET, key
+    # on the whole graph: the cascades of tests/test_pipeline.py assert checks_left_out(...) == set() each tick

@@ -12,8 +12,11 @@ from assets.freshness import out_of_date
 from assets.ehrxqa import sampling_run_config
 from ehrxqa_pipeline.cli.build import build, materialize
 from ehrxqa_pipeline.config import Settings
+from ehrxqa_pipeline import definitions
 from ehrxqa_pipeline.definitions import defs
 from ehrxqa_pipeline.sources.readers import resolve
+from tests.build_settings import FEW_PARAPHRASES
+from tests.test_definitions import checks_left_out
 from tests.textfiles import edit
 
 # EHRXQA sampling at full caps takes minutes; these tests are about the graph, not the dataset size.
@@ -76,10 +79,17 @@ def cascade(instance, settings, cursor, graph_defs=TEST_DEFS) -> tuple[list[set[
     is due. Returns the requested set of every tick, the assets whose data version changed, the cursor. Each
     tick after the first must request exactly the children of what changed in the previous one, except release
     assets, which wait (then run) until their ancestors are up to date; at the end nothing is out of date."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(definitions, "defs", graph_defs)  # what the assets read of the code location (edited versions)
+        return _ticks(instance, cursor, graph_defs)
+
+
+def _ticks(instance, cursor, graph_defs):
     ticks, changed_all, changed, waiting = [], set(), None, set()
     for _ in range(30):
         result = dg.evaluate_automation_conditions(defs=graph_defs, instance=instance, cursor=cursor)
         cursor, due = result.cursor, requested(result)
+        assert checks_left_out(result, graph_defs.resolve_asset_graph()) == set()  # the sensor runs every check
         if changed is not None:
             expected = children(changed, ticks[-1]) | waiting
             assert due <= expected and expected - due <= WAITERS, (ticks, changed, due, expected)
@@ -108,6 +118,8 @@ def built(small_source, tmp_path_factory):
     mp.setenv("EHRXQA_HOME", str(tmp / "home"))
     mp.setenv("EHRXQA_SOURCE_ROOT", str(tmp / "source"))
     mp.setenv("EHRXQA_CHECK_IMAGES", "0")  # this source has no JPEGs
+    for name, count in FEW_PARAPHRASES.items():
+        mp.setenv(name, count)
     (tmp / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
         settings = Settings.resolve()
@@ -206,11 +218,19 @@ def release_files(folder) -> dict[str, str]:
 
 
 def fresh_release(tmp_path_factory) -> dict[str, str]:
-    """The release files of a full build of the current (edited) source in a new home and instance."""
-    tmp = tmp_path_factory.mktemp("fresh")
+    """The release files of a full build of the current (edited) source, copied to another path, in a new home
+    and instance: the release depends on neither path (nor on the history of the instance)."""
+    import shutil
+
+    tmp, current = tmp_path_factory.mktemp("fresh"), Settings.resolve()
+    shutil.copytree(current.source_dir, tmp / "elsewhere" / "source")
     (tmp / "dagster").mkdir()
+    (tmp / "home" / "cache").mkdir(parents=True)  # the sentence-embedding cache memoises a function of the text
+    shutil.copy(current.cache_dir / "embeddings.duckdb", tmp / "home" / "cache" / "embeddings.duckdb")
     with pytest.MonkeyPatch.context() as mp, dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
         mp.setenv("EHRXQA_HOME", str(tmp / "home"))
+        mp.setenv("EHRXQA_SOURCE_ROOT", str(tmp / "elsewhere" / "source"))
+        mp.setattr(definitions, "defs", TEST_DEFS)  # as in the cascade: the manifest lists these assets' versions
         settings = Settings.resolve()
         summary = build(settings, instance=instance, defs=TEST_DEFS, run_config=SMALL_EHRXQA)
         assert summary.success, (summary.failures, summary.stale)
@@ -251,9 +271,10 @@ def test_code_version_bump_reruns_the_asset_then_its_downstream(built):
     _EDITED["defs"] = bumped
 
 
-def test_failed_blocking_check_stops_downstream(built):
+def test_failed_blocking_check_stops_downstream(built, monkeypatch):
     settings, instance, root, *_ = built
     current = _EDITED.get("defs", TEST_DEFS)
+    monkeypatch.setattr(definitions, "defs", current)  # the code versions the previous scenarios left
     first = dg.evaluate_automation_conditions(defs=current, instance=instance)
     assert requested(first) == set()
     before = release_files(settings.release_dir)

@@ -20,7 +20,7 @@ class BuildSummary:
     success: bool
     seconds: float
     materialized: dict[str, dict] = field(default_factory=dict)  # asset key -> selected metadata
-    checks: list[tuple[str, str, bool, str]] = field(default_factory=list)  # key, check, passed, text
+    checks: list[tuple[str, str, bool, str, str]] = field(default_factory=list)  # key, check, passed, text, severity
     failures: list[str] = field(default_factory=list)
     stale: dict[str, str] = field(default_factory=dict)  # asset key -> why it is still out of date
     build_id: str = ""  # the ehrxqa/build tag of every run of this build
@@ -195,7 +195,9 @@ class _Runner:
                     if k in ("dagster/row_count", "rejected_rows")}
             for ev in result.get_asset_check_evaluations():
                 summary.checks.append((ev.asset_key.to_user_string(), ev.check_name, ev.passed,
-                                       ev.description or ""))
+                                       ev.description or "", ev.severity.value))
+        latest = {c[:2]: c for c in summary.checks}  # a check evaluated again in a later round: its last verdict
+        summary.success = summary.success and not any(not c[2] and c[4] == "ERROR" for c in latest.values())
         return summary
 
     def run(self, instance, stage: list[dg.AssetKey], partition: str | None):
@@ -250,8 +252,8 @@ def format_summary(s: BuildSummary, settings: Settings) -> str:
     failed = [c for c in s.checks if not c[2]]
     lines.append(f"\n{len(s.materialized)} assets materialized, {len(s.checks) - len(failed)}/{len(s.checks)} "
                  f"checks passed, {s.seconds:.1f}s")
-    for key, name, _, text in failed:
-        lines.append(f"  FAILED check {key}:{name}: {text}")
+    for key, name, _, text, severity in failed:
+        lines.append(f"  {'FAILED' if severity == 'ERROR' else 'WARNING'} check {key}:{name}: {text}")
     for f in s.failures:
         lines.append(f"  FAILED step {f}")
     for key, why in s.stale.items():

@@ -65,8 +65,12 @@ def test_consistency_check_passes_then_fails_on_a_tampered_answer(db_path, frame
     tampered = frame.with_columns(answer=pl.when((pl.col("split") == row["split"]) & (pl.col("id") == row["id"]))
                                   .then(pl.lit(json.dumps([1 - json.loads(row["answer"])[0]])))
                                   .otherwise(pl.col("answer")))
-    bad = check_stored(tampered, files)
+    progress = []
+    bad = check_stored(tampered, files, log=progress.append)
     assert len(bad) == 1 and bad[0].index == 3205 and bad[0].question == row["question"]
+    # a long check says how far it is: one line per chunk, the last one with every item
+    assert len(progress) > 1 and progress[-1].startswith(f"{frame.height:,} of {frame.height:,} items checked")
+    assert sum(int(p.split(", ")[1].split()[0]) for p in progress) == 1  # the one mismatch, in its chunk
     assert bad[0].stored != bad[0].gold == bad[0].neural
     with pytest.raises(ValueError, match="no database files"):
         check_stored(frame, {"silver": files["silver"]})

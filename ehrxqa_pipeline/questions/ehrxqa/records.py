@@ -189,15 +189,25 @@ def _check_chunk(files: DatabaseFiles, rows: list[dict]) -> list[Mismatch]:
         conn.close()
 
 
-def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], workers: int = 1) -> list[Mismatch]:
+PROGRESS_CHUNKS = 8  # per database and worker: how often a long check reports progress
+
+
+def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], workers: int = 1,
+                 log=None) -> list[Mismatch]:
     """Mismatches of every stored item against the database it was drawn from (empty = consistent), in
-    ``workers`` processes (interleaved chunks per database)."""
+    ``workers`` processes (interleaved chunks per database); ``log(message)`` after each chunk."""
     _require_columns(frame, "ehrxqa.questions")
     rows = frame.sort("split", "id").to_dicts()
     unknown = sorted({r["database"] for r in rows} - set(databases))
     if unknown:
         raise ValueError(f"ehrxqa.questions: items from databases {unknown} but no database files for them")
-    chunks = max(1, workers)
+    chunks = max(1, workers) * (PROGRESS_CHUNKS if log else 1)
     jobs = [(files, part) for name, files in databases.items()
             for part in ([r for r in rows if r["database"] == name][k::chunks] for k in range(chunks)) if part]
-    return [m for found in run_parallel(_check_chunk, jobs, workers) for m in found]
+    checked = 0
+
+    def done(k: int, found: list) -> None:
+        nonlocal checked
+        checked += len(jobs[k][1])
+        log(f"{checked:,} of {len(rows):,} items checked, {len(found)} mismatches in chunk {k + 1} of {len(jobs)}")
+    return [m for found in run_parallel(_check_chunk, jobs, workers, done if log else None) for m in found]
