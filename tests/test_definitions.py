@@ -103,20 +103,9 @@ def test_named_jobs_for_what_users_rebuild(name, must):
     assert not any(graph.get(dg.AssetKey.from_user_string(k)).partitions_def for k in keys)  # one run each
 
 
-def checks_left_out(result, graph) -> set[str]:
-    """Checks of the assets that the automation sensor's runs for ``result`` (an evaluation) materialize but do
-    not evaluate: the run requests are built by the function the daemon calls."""
-    from dagster._core.definitions.automation_tick_evaluation_context import build_run_requests
-
-    out = set()
-    for request in build_run_requests(result._requested_subsets, graph, None, False):
-        if request.asset_check_keys is not None:  # None: every check of the run's assets
-            wanted = graph.get_check_keys_for_assets(set(request.asset_selection))
-            out |= {c.to_user_string() for c in wanted - set(request.asset_check_keys)}
-    return out
-
-
 def _left_out(defs_: dg.Definitions) -> set[str]:
+    from tests.pipeline_graph import checks_left_out
+
     with dg.instance_for_test() as instance:  # everything missing
         result = dg.evaluate_automation_conditions(defs=defs_, instance=instance)
         assert result.total_requested

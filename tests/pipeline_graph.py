@@ -1,0 +1,168 @@
+"""The graph-level test harness shared by tests/test_pipeline.py and tests/test_pipeline_edits.py: the code
+location plus one test asset, a full build of the small synthetic source on a temporary instance (one per test
+module), and the tick-by-tick replay of the automation conditions."""
+
+import dagster as dg
+import pytest
+
+from assets.automation import ON_CHANGE, RELEASE_ON_CHANGE
+from assets.freshness import out_of_date
+from assets.ehrxqa import sampling_run_config
+from ehrxqa_pipeline.cli.build import build, materialize
+from ehrxqa_pipeline.config import Settings
+from ehrxqa_pipeline import definitions
+from ehrxqa_pipeline.definitions import defs
+from tests.build_settings import FEW_PARAPHRASES
+
+# EHRXQA sampling at full caps takes minutes; these tests are about the graph, not the dataset size.
+SMALL_EHRXQA = sampling_run_config(train_valid_cap=2, test_cap=1, patience=10, workers=1)
+K = dg.AssetKey
+
+
+@dg.asset(key=["downstream", "of_patients"], deps=[K(["ingest", "patients"])], automation_condition=ON_CHANGE,
+          code_version="1", owners=["team:ehrxqa"], kinds={"python"},
+          description="Grain: nothing; a test asset. Source: ingest.patients.")
+def of_patients() -> None:
+    return None
+
+
+TEST_DEFS = dg.Definitions.merge(defs, dg.Definitions(assets=[of_patients]))
+GRAPH = TEST_DEFS.resolve_asset_graph()
+
+
+def checks_left_out(result, graph) -> set[str]:
+    """Checks of the assets that the automation sensor's runs for ``result`` (an evaluation) materialize but do
+    not evaluate: the run requests are built by the function the daemon calls."""
+    from dagster._core.definitions.automation_tick_evaluation_context import build_run_requests
+
+    out = set()
+    for request in build_run_requests(result._requested_subsets, graph, None, False):
+        if request.asset_check_keys is not None:  # None: every check of the run's assets
+            wanted = graph.get_check_keys_for_assets(set(request.asset_selection))
+            out |= {c.to_user_string() for c in wanted - set(request.asset_check_keys)}
+    return out
+
+
+def names(keys) -> set[str]:
+    return {k.to_user_string() for k in keys}
+
+
+def descendants(key: dg.AssetKey) -> set[str]:
+    out, todo = set(), [key]
+    while todo:
+        for child in GRAPH.get(todo.pop()).child_keys:
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return names(out)
+
+
+def children(changed: set[str], done: set[str] = frozenset()) -> set[str]:
+    """What the automation conditions must request after ``changed`` got new data versions in a tick that
+    materialized ``done``: their children, except those that tick already materialized after them (runs go in
+    dependency order), with the assets each is materialized together with (one multi-asset step)."""
+    kids = {c for k in changed for c in GRAPH.get(K.from_user_string(k)).child_keys
+            if c in GRAPH.materializable_asset_keys and c.to_user_string() not in done}
+    return names(x for c in kids for x in GRAPH.get(c).execution_set_asset_keys)
+
+
+def requested(result, graph=GRAPH) -> set[str]:
+    return {k.to_user_string() for k in graph.materializable_asset_keys if result.get_num_requested(k)}
+
+
+def data_versions(instance) -> dict[str, str | None]:
+    out = {}
+    for key in GRAPH.materializable_asset_keys:
+        event = instance.get_latest_materialization_event(key)
+        out[key.to_user_string()] = event.asset_materialization.tags.get("dagster/data_version") if event else None
+    return out
+
+
+# The release assets wait until nothing upstream of them is out of date (assets.automation.UpstreamCurrent).
+WAITERS = names(k for k in GRAPH.materializable_asset_keys if GRAPH.get(k).automation_condition == RELEASE_ON_CHANGE)
+
+
+def cascade(instance, settings, cursor, graph_defs=TEST_DEFS) -> tuple[list[set[str]], set[str], object]:
+    """Tick by tick: evaluate the automation conditions, materialize exactly what they request, until nothing
+    is due. Returns the requested set of every tick, the assets whose data version changed, the cursor. Each
+    tick after the first must request exactly the children of what changed in the previous one, except release
+    assets, which wait (then run) until their ancestors are up to date; at the end nothing is out of date."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(definitions, "defs", graph_defs)  # what the assets read of the code location (edited versions)
+        return _ticks(instance, cursor, graph_defs)
+
+
+def _ticks(instance, cursor, graph_defs):
+    ticks, changed_all, changed, waiting = [], set(), None, set()
+    for _ in range(30):
+        result = dg.evaluate_automation_conditions(defs=graph_defs, instance=instance, cursor=cursor)
+        cursor, due = result.cursor, requested(result)
+        assert checks_left_out(result, graph_defs.resolve_asset_graph()) == set()  # the sensor runs every check
+        if changed is not None:
+            expected = children(changed, ticks[-1]) | waiting
+            assert due <= expected and expected - due <= WAITERS, (ticks, changed, due, expected)
+            waiting = expected - due
+        if not due:
+            assert not waiting and out_of_date(graph_defs, instance) == {}, (waiting, out_of_date(graph_defs, instance))
+            return ticks, changed_all, cursor
+        ticks.append(due)
+        before = data_versions(instance)
+        summary = materialize([K.from_user_string(k) for k in due], instance, defs=graph_defs, run_config=SMALL_EHRXQA)
+        assert summary.success, summary.failures
+        after = data_versions(instance)
+        changed = {k for k in after if after[k] != before[k]}
+        changed_all |= changed
+    raise AssertionError(f"no fixed point after 30 ticks: {ticks}")
+
+
+@pytest.fixture(scope="module")
+def built(small_source, tmp_path_factory):
+    import shutil
+
+    tmp = tmp_path_factory.mktemp("pipeline")
+    root, manifest = small_source
+    shutil.copytree(root, tmp / "source")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("EHRXQA_HOME", str(tmp / "home"))
+    mp.setenv("EHRXQA_SOURCE_ROOT", str(tmp / "source"))
+    mp.setenv("EHRXQA_CHECK_IMAGES", "0")  # this source has no JPEGs
+    for name, count in FEW_PARAPHRASES.items():
+        mp.setenv(name, count)
+    (tmp / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
+        settings = Settings.resolve()
+        summary = build(settings, instance=instance, defs=TEST_DEFS, run_config=SMALL_EHRXQA)
+        yield settings, instance, tmp / "source", manifest, summary
+    mp.undo()
+
+
+def observe(settings, instance) -> None:
+    assert build(settings, select="group:sources", instance=instance, defs=TEST_DEFS).success
+
+
+def release_files(folder) -> dict[str, str]:
+    """Path -> SHA-256 of every release file, the manifest included; DuckDB databases (whose bytes vary from
+    write to write) by the manifest's content digest."""
+    from ehrxqa_pipeline.release.manifest import MANIFEST_NAME, file_entries, sha256_file
+
+    return {**{e["path"]: e["sha256"] for e in file_entries(folder)}, MANIFEST_NAME: sha256_file(folder / MANIFEST_NAME)}
+
+
+def fresh_release(tmp_path_factory) -> dict[str, str]:
+    """The release files of a full build of the current (edited) source, copied to another path, in a new home
+    and instance: the release depends on neither path (nor on the history of the instance)."""
+    import shutil
+
+    tmp, current = tmp_path_factory.mktemp("fresh"), Settings.resolve()
+    shutil.copytree(current.source_dir, tmp / "elsewhere" / "source")
+    (tmp / "dagster").mkdir()
+    (tmp / "home" / "cache").mkdir(parents=True)  # the sentence-embedding cache memoises a function of the text
+    shutil.copy(current.cache_dir / "embeddings.duckdb", tmp / "home" / "cache" / "embeddings.duckdb")
+    with pytest.MonkeyPatch.context() as mp, dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
+        mp.setenv("EHRXQA_HOME", str(tmp / "home"))
+        mp.setenv("EHRXQA_SOURCE_ROOT", str(tmp / "elsewhere" / "source"))
+        mp.setattr(definitions, "defs", TEST_DEFS)  # as in the cascade: the manifest lists these assets' versions
+        settings = Settings.resolve()
+        summary = build(settings, instance=instance, defs=TEST_DEFS, run_config=SMALL_EHRXQA)
+        assert summary.success, (summary.failures, summary.stale)
+        return release_files(settings.release_dir)
