@@ -22,7 +22,7 @@ build: $(STAMP)  ## generate the synthetic source if no EHRXQA_SOURCE_ROOT, then
 	$(VENV)/bin/ehrxqa build
 
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile -q
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q
 
 dev: $(STAMP)  ## the Dagster UI on the instance `make build` wrote
 	$(VENV)/bin/ehrxqa dev

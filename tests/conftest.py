@@ -29,11 +29,13 @@ def source_copy(small_source, tmp_path) -> tuple[Path, dict]:
     return dst, manifest
 
 
-# The files that build the whole graph take most of the suite's time: start them first on the xdist workers
-# (`make test` distributes whole files), so none starts last while the other worker is idle.
-SLOWEST_FILES = ("tests/test_pipeline_edits.py", "tests/test_pipeline.py", "tests/test_end_to_end.py")
+# The files that build the whole graph take most of the suite's time. `make test` hands whole files to two
+# xdist workers in this order (--no-loadscope-reorder), two to each at the start: the data edits (the longest)
+# and a small file to one, the other two graph builds to the other; the remaining files fill in as workers free.
+FIRST_FILES = ("tests/test_pipeline_edits.py", "tests/test_pipeline.py", "tests/test_freshness.py",
+               "tests/test_end_to_end.py")
 
 
 def pytest_collection_modifyitems(items):
-    rank = {path: i for i, path in enumerate(SLOWEST_FILES)}
+    rank = {path: i for i, path in enumerate(FIRST_FILES)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: file order kept
