@@ -17,7 +17,6 @@ ON_CHANGE: dg.AutomationCondition = (
 ) & AC.all_deps_blocking_checks_passed()
 
 
-
 class UpstreamCurrent(dg.AutomationCondition):
     """True when no ancestor of the asset is out of date (``assets.freshness``: never built, built with other
     code, or from other versions of its parents, or below one of those). A cascade held back by a failed or
@@ -45,7 +44,6 @@ class UpstreamCurrent(dg.AutomationCondition):
 
 
 _STALE: dict = {}  # the out-of-date assets of the latest evaluation (UpstreamCurrent)
-
 
 RELEASE_ON_CHANGE: dg.AutomationCondition = ON_CHANGE & UpstreamCurrent()
 

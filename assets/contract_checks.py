@@ -25,7 +25,8 @@ def _result(outcome: CheckOutcome) -> dg.AssetCheckResult:
 
 def _checks(contract: Contract) -> list[dg.AssetChecksDefinition]:
     key = ingest_key(contract.table)
-    common = dict(asset=key, blocking=True, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, automation_condition=WITH_ITS_ASSET)
+    common = dict(asset=key, blocking=True, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+                  automation_condition=WITH_ITS_ASSET)
 
     @dg.asset_check(name="contract", description=f"Types, keys and the GX suite of {contract.path.name}.",
                     **common)

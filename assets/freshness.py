@@ -87,6 +87,12 @@ def _own_reasons(instance: dg.DagsterInstance, graph, latest: _Latest, key: dg.A
     return list(dict.fromkeys(reasons))
 
 
+def data_versions(graph, instance: dg.DagsterInstance, keys) -> dict[str, str | None]:
+    """The current data version of each of ``keys`` (None: never materialized)."""
+    latest = _Latest(instance, graph)
+    return {k.to_user_string(): latest.version(k) for k in keys}
+
+
 def out_of_date(defs: dg.Definitions, instance: dg.DagsterInstance,
                 keys: list[dg.AssetKey] | None = None) -> dict[str, str]:
     """Asset key -> why it is out of date, for the materializable assets (of ``keys`` when given), in

@@ -187,12 +187,10 @@ def release_manifest(context: dg.AssetExecutionContext, pipeline_config: Pipelin
 
 def _input_versions(context: dg.AssetExecutionContext) -> dict[str, str | None]:
     """The data version of every asset the manifest lists files of, as this materialization read them."""
-    out = {}
-    for key in RELEASE_INPUTS:
-        record = context.instance.get_latest_data_version_record(key)
-        event = record.asset_materialization if record is not None else None
-        out[key.to_user_string()] = (event.tags or {}).get("dagster/data_version") if event is not None else None
-    return out
+    from assets.freshness import data_versions
+    from ehrxqa_pipeline.definitions import defs  # here, not at import: definitions imports this module
+
+    return data_versions(defs.resolve_asset_graph(), context.instance, RELEASE_INPUTS)
 
 
 def _stale_inputs(context: dg.AssetExecutionContext) -> dict[str, str]:

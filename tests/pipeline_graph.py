@@ -145,7 +145,8 @@ def release_files(folder) -> dict[str, str]:
     write to write) by the manifest's content digest."""
     from ehrxqa_pipeline.release.manifest import MANIFEST_NAME, file_entries, sha256_file
 
-    return {**{e["path"]: e["sha256"] for e in file_entries(folder)}, MANIFEST_NAME: sha256_file(folder / MANIFEST_NAME)}
+    files = {e["path"]: e["sha256"] for e in file_entries(folder)}
+    return {**files, MANIFEST_NAME: sha256_file(folder / MANIFEST_NAME)}
 
 
 def fresh_release(tmp_path_factory) -> dict[str, str]:

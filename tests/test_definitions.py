@@ -131,7 +131,8 @@ def test_sensor_runs_every_check_of_what_it_materializes():
         return check
 
     assert _left_out(dg.Definitions(assets=[a], asset_checks=[standalone()])) == {"a:standalone"}
-    assert _left_out(dg.Definitions(assets=[a], asset_checks=[standalone(automation_condition=WITH_ITS_ASSET)])) == set()
+    with_condition = standalone(automation_condition=WITH_ITS_ASSET)
+    assert _left_out(dg.Definitions(assets=[a], asset_checks=[with_condition])) == set()
     graph = defs.resolve_asset_graph()
     for key in graph.asset_check_keys:  # a check in its asset's step (check_specs) runs with it anyway
         spec = key.asset_key in graph.get_execution_set_asset_and_check_keys(key)
