@@ -8,7 +8,7 @@ from assets.ingest import ingest_key
 from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.cxr import selection
 from ehrxqa_pipeline.cxr.integrity import JPEG_FAILURES, candidates_sql, check_images
-from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR
+from ehrxqa_pipeline.sources.images import images_dir
 from resources import PipelineConfig, Warehouse
 
 IMAGE_PARTITIONS = dg.StaticPartitionsDefinition([f"p{n}" for n in range(10, 20)])
@@ -43,7 +43,7 @@ def image_integrity(context: dg.AssetExecutionContext, pipeline_config: Pipeline
     with warehouse.connect() as con:
         images = con.execute(candidates_sql(), [part[1:]]).pl()
     if settings.check_images:
-        result = check_images(settings.source_dir / CXR_FILES_DIR, images, part)
+        result = check_images(images_dir(settings.layout()), images, part)
     else:  # metadata-only source: nothing to check, the cohorts skip the JPEG rule
         result = images.head(0).select("dicom_id", "relpath")
         context.log.warning("EHRXQA_CHECK_IMAGES=0: JPEGs not checked")

@@ -23,7 +23,7 @@ COMMON = dict(group_name=names.CXR_LABELS, automation_condition=ON_CHANGE, owner
 
 def load_ontology(pipeline_config: PipelineConfig):
     try:
-        return build_ontology(read_semantics(pipeline_config.settings().source_dir))
+        return build_ontology(read_semantics(pipeline_config.settings().layout()))
     except SourceError as e:
         raise dg.Failure(description=str(e)) from None
 

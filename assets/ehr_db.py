@@ -14,7 +14,8 @@ from ehrxqa_pipeline.ehr.build import build_database
 from ehrxqa_pipeline.ehr.checks import run_checks
 from ehrxqa_pipeline.ehr.config import DbConfig
 from ehrxqa_pipeline.ehr.export import export_database
-from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, MIMICIV_FILES
+from ehrxqa_pipeline.sources.images import images_dir
+from ehrxqa_pipeline.sources.schema import MIMICIV_FILES
 from resources import PipelineConfig, Warehouse
 
 DB_KEYS = {w: dg.AssetKey([names.EHR_DB, w]) for w in ("silver", "gold")}
@@ -50,7 +51,7 @@ def _db_asset(which: str) -> dg.AssetsDefinition:
         settings = pipeline_config.settings()
         config = DbConfig()
         onto = load_ontology(pipeline_config)
-        files = settings.source_dir / CXR_FILES_DIR if settings.check_images else None
+        files = images_dir(settings.layout()) if settings.check_images else None
         with warehouse.connect() as con:
             context.log.info(f"{which}: sampling patients and building the 17 tables + TB_CXR")
             result = build_database(con, which, config, seed=settings.seed, ontology=onto)

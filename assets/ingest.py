@@ -45,11 +45,11 @@ def _ingest_asset(contract: Contract) -> dg.AssetsDefinition:
         context.log.info(f"{table}: reading SOURCE_ROOT/{contract.source} into {names.INGEST}.{table}")
         try:
             with warehouse.connect() as con:
-                result = ingest_table(con, settings.source_dir, contract, settings.staging_dir,
+                result = ingest_table(con, settings.layout(), contract, settings.staging_dir,
                                       settings.cache_dir)
                 schema = table_metadata(con, f"{names.INGEST}.{table}")
             source_digest = HashCache(settings.cache_dir / "source_hashes.json").digest(
-                resolve(settings.source_dir, table))
+                resolve(settings.layout(), table))
         except SourceError as e:
             raise dg.Failure(description=str(e)) from None
         context.log.info(f"{table}: {result.rows} rows kept, {result.rejected} quarantined {result.reasons}")

@@ -55,7 +55,8 @@ def _tables(settings) -> dict:
 def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource) -> tuple[dict, dict, dict]:
     """(sources, code, config) as the datasheet and the manifest state them: nothing machine-specific."""
     cache = HashCache(settings.cache_dir / HASH_CACHE)
-    sources = manifest.source_section(settings.source_dir, manifest.source_digests(settings.source_dir, cache))
+    layout = settings.layout()
+    sources = manifest.source_section(layout, manifest.source_digests(layout, cache))
     llm_settings = llm.settings(settings.seed)
     review_file = review.default_path()
     config = {

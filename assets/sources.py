@@ -11,7 +11,8 @@ from ehrxqa_pipeline import names
 from ehrxqa_pipeline.hashing import HashCache, combine
 from ehrxqa_pipeline.sources.errors import SourceError
 from ehrxqa_pipeline.sources.readers import resolve
-from ehrxqa_pipeline.sources.schema import SEMANTICS_FILES, TABLES
+from ehrxqa_pipeline.sources.schema import SEMANTICS_FILES, TABLES, release_path
+from ehrxqa_pipeline.sources.semantics import semantics_paths
 
 SOURCE_KEYS = {name: dg.AssetKey([names.SOURCES, name]) for name in (*TABLES, names.SEMANTICS)}
 HASH_CACHE = "source_hashes.json"  # under EHRXQA_HOME/cache; release/manifest reads the same digests
@@ -21,11 +22,12 @@ def _spec(name: str) -> dg.AssetSpec:
     if name == names.SEMANTICS:
         desc = ("Chest ImaGenome semantics files (objects, attribute relations, label_to_UMLS_mapping.json). "
                 "Grain: one observation of the three files (data version = their combined content hash). "
-                "Source: SOURCE_ROOT/" + ", SOURCE_ROOT/".join(SEMANTICS_FILES) + ".")
+                "Source: SOURCE_ROOT/" + ", SOURCE_ROOT/".join(release_path("chest-imagenome", p)
+                                                               for p in SEMANTICS_FILES) + ".")
     else:
         t = TABLES[name]
         desc = (f"{t.description.capitalize()}. Grain: one observation of the file (data version = its content "
-                f"hash). Source: SOURCE_ROOT/{t.path}[.gz].")
+                f"hash). Source: SOURCE_ROOT/{t.release_path}[.gz].")
     return dg.AssetSpec(SOURCE_KEYS[name], group_name=names.SOURCES, description=desc,
                         automation_condition=OBSERVE_SOURCES, kinds={"csv"}, owners=["team:ehrxqa"])
 
@@ -36,14 +38,14 @@ def observe_sources(context: dg.AssetExecutionContext):
     """Hash each selected source file (cached by size and mtime) and report it as the data version."""
     settings = context.resources.pipeline_config.settings()
     hashes = HashCache(settings.cache_dir / HASH_CACHE)
-    root = settings.source_dir
+    layout = settings.layout()
     for key in context.selected_asset_keys:
         name = key.path[-1]
         try:
-            paths = [root / p for p in SEMANTICS_FILES] if name == names.SEMANTICS else [resolve(root, name)]
+            paths = list(semantics_paths(layout)) if name == names.SEMANTICS else [resolve(layout, name)]
             missing = [p for p in paths if not p.exists()]
             if missing:
-                raise SourceError(file=str(missing[0].relative_to(root)), problem="file is missing",
+                raise SourceError(file=layout.relative(missing[0]), problem="file is missing",
                                   fix="download it from PhysioNet into the same relative path")
         except SourceError as e:
             raise dg.Failure(description=str(e)) from None

@@ -21,7 +21,7 @@ from assets.splits import SPLITS_KEY
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.atomic import write_bytes, write_text
 from ehrxqa_pipeline.release.plots import markdown_image
-from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR
+from ehrxqa_pipeline.sources.images import images_dir
 from ehrxqa_pipeline.vqa.predictions import IMAGES_SCHEMA, RELATIONS_SCHEMA, Predictions
 from resources import PipelineConfig, VqaDevice, Warehouse
 
@@ -53,7 +53,7 @@ class ScoringConfig(dg.Config):
 
 
 def _files_root(settings):
-    return settings.source_dir / CXR_FILES_DIR
+    return images_dir(settings.layout())
 
 
 def _model_path(settings):

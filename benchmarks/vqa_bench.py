@@ -22,13 +22,13 @@ def vqa_bench(home: Path, source: Path, device: str = "auto", batch_sizes: tuple
               max_images: int = 512) -> dict:
     import duckdb
 
-    from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR
+    from ehrxqa_pipeline.sources.images import images_dir
     from ehrxqa_pipeline.vqa.bench import throughput
     from ehrxqa_pipeline.vqa.device import device_info, resolve_device
     from ehrxqa_pipeline.vqa.train import TrainConfig, train_reference
     from ehrxqa_pipeline.vqa.workspace import snapshot
 
-    files_root = Path(source) / CXR_FILES_DIR
+    files_root = images_dir(Path(source))
     if not files_root.is_dir():
         return {"skipped": f"no JPEGs under {files_root} (a metadata-only source)"}
     dev = resolve_device(device)

@@ -1,4 +1,4 @@
-"""The pipeline configuration resource: EHRXQA_HOME, EHRXQA_SOURCE_ROOT and the seed."""
+"""The pipeline configuration resource: EHRXQA_HOME, EHRXQA_SOURCE_ROOT, EHRXQA_SOURCE_VERSIONS, the seed."""
 
 
 import dagster as dg
@@ -12,6 +12,7 @@ class PipelineConfig(dg.ConfigurableResource):
     home: str | None = None
     source_root: str | None = None
     seed: int | None = None
+    source_versions: str | None = None  # e.g. "mimiciv=3.1": releases read instead of the paper's
 
     def settings(self) -> Settings:
-        return Settings.resolve(self.home, self.source_root, self.seed)
+        return Settings.resolve(self.home, self.source_root, self.seed, source_versions=self.source_versions)

@@ -150,12 +150,20 @@ def release_files(folder) -> dict[str, str]:
 
 
 def fresh_release(tmp_path_factory) -> dict[str, str]:
-    """The release files of a full build of the current (edited) source, copied to another path, in a new home
-    and instance: the release depends on neither path (nor on the history of the instance)."""
+    """The release files of a full build of the current (edited) source, copied to another path in the folder
+    layout of PhysioNet's downloads (ZIP folders mimic-iv-2.2/ and chest-imagenome-dataset-1.0.0/, a wget mirror
+    physionet.org/files/mimic-cxr-jpg/2.0.0/), in a new home and instance: the release depends on neither the
+    path nor the layout (nor on the history of the instance)."""
     import shutil
 
     tmp, current = tmp_path_factory.mktemp("fresh"), Settings.resolve()
     shutil.copytree(current.source_dir, tmp / "elsewhere" / "source")
+    root = tmp / "elsewhere" / "source"
+    for rel, to in (("mimiciv/2.2", "mimic-iv-2.2"), ("chest-imagenome/1.0.0", "chest-imagenome-dataset-1.0.0"),
+                    ("mimic-cxr-jpg/2.0.0", "physionet.org/files/mimic-cxr-jpg/2.0.0")):
+        (root / to).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).rename(root / to)
+        (root / rel).parent.rmdir()
     (tmp / "dagster").mkdir()
     (tmp / "home" / "cache").mkdir(parents=True)  # the sentence-embedding cache memoises a function of the text
     shutil.copy(current.cache_dir / "embeddings.duckdb", tmp / "home" / "cache" / "embeddings.duckdb")

@@ -9,8 +9,10 @@ import pytest
 
 from ehrxqa_pipeline.cli import main
 from ehrxqa_pipeline.sources.readers import resolve
-from ehrxqa_pipeline.sources.schema import DEMO_MANIFEST, SEMANTICS_UMLS
+from ehrxqa_pipeline.sources.schema import DEMO_MANIFEST, IMAGENOME, SEMANTICS_UMLS, release_path
 from tests.textfiles import edit
+
+UMLS_FILE = release_path(IMAGENOME, SEMANTICS_UMLS)
 
 
 def tree_digest(root) -> str:
@@ -87,7 +89,7 @@ def test_validate_source_names_each_planted_fault(source_copy, capsys, fault, ta
 
 def test_validate_source_reports_broken_semantics(source_copy, capsys):
     root, _ = source_copy
-    (root / SEMANTICS_UMLS).write_text("{not json")
+    (root / UMLS_FILE).write_text("{not json")
     assert main(["validate-source", str(root)]) == 1
     assert "label_to_UMLS_mapping.json" in capsys.readouterr().out
 

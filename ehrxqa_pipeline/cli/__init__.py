@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 from ehrxqa_pipeline.config import HOME_ENV, SEED_ENV, SOURCE_ENV, Settings
+from ehrxqa_pipeline.sources.layout import VERSIONS_ENV
 
 DAGSTER_YAML = """\
 # Written by `ehrxqa`; the instance of this EHRXQA_HOME.
@@ -26,7 +27,11 @@ concurrency:
 
 
 def _settings(args) -> Settings:
-    return Settings.resolve(getattr(args, "home", None), getattr(args, "source_root", None))
+    try:
+        return Settings.resolve(getattr(args, "home", None), getattr(args, "source_root", None),
+                                source_versions=getattr(args, "source_version", None))
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
 
 
 def prepare_instance(settings: Settings) -> None:
@@ -44,6 +49,8 @@ def prepare_instance(settings: Settings) -> None:
     os.environ[SEED_ENV] = str(settings.seed)
     if settings.source_root is not None:
         os.environ[SOURCE_ENV] = str(settings.source_root)
+    if settings.source_versions:
+        os.environ[VERSIONS_ENV] = settings.source_versions_text
 
 
 def ensure_source(settings: Settings, log=print) -> None:
@@ -81,7 +88,14 @@ def cmd_demo_source(args) -> int:
 def cmd_validate_source(args) -> int:
     from ehrxqa_pipeline.sources.validate import validate_source
 
-    report = validate_source(Path(args.root))
+    try:
+        versions = Settings.resolve(source_versions=args.source_version).source_versions
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    from ehrxqa_pipeline.sources.layout import SourceLayout
+
+    report = validate_source(SourceLayout(Path(args.root), dict(versions)))
     print(report.format())
     return 0 if report.ok else 1
 
@@ -166,6 +180,10 @@ def parser() -> argparse.ArgumentParser:
     for sp in (b, u):
         sp.add_argument("--home", default=None, help=f"overrides ${HOME_ENV} (default ./data)")
         sp.add_argument("--source-root", default=None, help=f"overrides ${SOURCE_ENV}")
+    for sp in (v, b, u):
+        sp.add_argument("--source-version", action="append", default=None, metavar="DATASET=RELEASE",
+                        help=f"read a PhysioNet release other than the paper's, e.g. mimiciv=3.1 or "
+                             f"mimic-cxr-jpg=2.1.0 (repeatable; overrides ${VERSIONS_ENV})")
     return p
 
 

@@ -259,6 +259,11 @@ def format_summary(s: BuildSummary, settings: Settings) -> str:
     for key, why in s.stale.items():
         lines.append(f"  OUT OF DATE {key}: {why}")
     lines.append(f"source:    {settings.source_dir}{' (synthetic)' if settings.synthetic else ''}")
+    if settings.source_versions:
+        from ehrxqa_pipeline.sources.layout import DATASETS
+
+        paper = ", ".join(f"{d.title} {d.paper}" for d in DATASETS.values())
+        lines.append(f"           read at {settings.source_versions_text} (opted in; the EHRXQA paper used {paper})")
     lines.append(f"warehouse: {settings.warehouse}  (DuckDB; schema per asset group, e.g. ingest.patients)")
     lines.append(f"instance:  {settings.dagster_home}  (`make dev` opens the UI on it; this build's runs carry "
                  f"the tag ehrxqa/build={s.build_id})")

@@ -19,7 +19,7 @@ from ehrxqa_pipeline.demo.imagenome import make_imagenome
 from ehrxqa_pipeline.demo.io import write_json, write_table
 from ehrxqa_pipeline.demo.ontology import semantics_files
 from ehrxqa_pipeline.demo.scale import SCALES, Scale
-from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, CXR_METADATA, DEMO_MANIFEST, TABLES
+from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, CXR_METADATA, DEMO_MANIFEST, IMAGENOME, MIMIC_CXR, TABLES, release_path
 
 GENERATOR_VERSION = "1"
 
@@ -68,6 +68,7 @@ def generate_source(out: Path, seed: int = 0, scale: str | Scale = "demo", patie
         counts[name] = df.height
     imagenome.tables.clear()
     for rel, data in semantics_files().items():
+        rel = release_path(IMAGENOME, rel)
         (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp / rel).write_bytes(data)
 
@@ -76,7 +77,7 @@ def generate_source(out: Path, seed: int = 0, scale: str | Scale = "demo", patie
         from ehrxqa_pipeline.demo.phantom import write_phantoms
 
         images = metadata.select("subject_id", "study_id", "dicom_id", "Rows", "Columns", "ViewPosition")
-        written = write_phantoms(tmp / CXR_FILES_DIR, images, imagenome.truth_boxes,
+        written = write_phantoms(tmp / release_path(MIMIC_CXR, CXR_FILES_DIR), images, imagenome.truth_boxes,
                                  imagenome.truth_findings, seed=seed, workers=workers)
         log(f"phantom radiographs: {written} JPEGs")
 

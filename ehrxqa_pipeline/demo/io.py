@@ -18,7 +18,7 @@ def write_table(df: pl.DataFrame, root: Path, spec: SourceFile, compress: bool) 
     if missing:
         raise ValueError(f"{spec.name}: generator produced no column(s) {missing}")
     df = df.select(spec.header)
-    path = root / spec.path
+    path = root / spec.release_path
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     df.write_csv(buf, separator=spec.sep, datetime_format=DATETIME_FORMAT, date_format=DATE_FORMAT,

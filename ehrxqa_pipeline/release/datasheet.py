@@ -45,8 +45,10 @@ def _modality_counts(c9: list[Mapping]) -> dict[str, int]:
 
 
 def source_lines(sources: Mapping) -> str:
-    releases = sources["releases"]
-    lines = [f"- {SOURCE_NAMES.get(k, k)} {v}: {PHYSIONET.get(k, '{v}').format(v=v)}" for k, v in releases.items()]
+    releases, paper = sources["releases"], sources.get("paper_releases", {})
+    lines = [f"- {SOURCE_NAMES.get(k, k)} {v}: {PHYSIONET.get(k, '{v}').format(v=v)}"
+             + (f" (**not the paper's release**: the EHRXQA paper used {paper[k]}, so counts and answers differ "
+                "from the published dataset)" if paper.get(k, v) != v else "") for k, v in releases.items()]
     if sources["synthetic"]:
         g = sources["generator"] or {}
         scale = g.get("scale", {})

@@ -28,8 +28,9 @@ from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.release.digest import (CODE_DIRS, code_files, duckdb_content_digest, sha256_file,
                                             tree_digest)
 from ehrxqa_pipeline.sources.files import resolve
-from ehrxqa_pipeline.sources.schema import (DEMO_MANIFEST, IMAGENOME, MIMIC_CXR, MIMICIV, SEMANTICS_FILES,
-                                            TABLES)
+from ehrxqa_pipeline.sources.layout import DATASETS, SourceLayout, as_layout
+from ehrxqa_pipeline.sources.schema import DEMO_MANIFEST, TABLES
+from ehrxqa_pipeline.sources.semantics import semantics_paths
 
 MANIFEST_NAME = "manifest.json"
 FORMAT = 1  # bump when a field changes meaning
@@ -63,30 +64,32 @@ def file_entries(release_dir: Path) -> list[dict]:
     return [file_entry(Path(release_dir), p) for p in release_files(release_dir)]
 
 
-def source_digests(source_dir: Path, cache: HashCache | None = None) -> dict[str, dict]:
-    """Per source asset (``sources/<name>``): its files relative to the source root and its data version,
+def source_digests(source_dir: Path | SourceLayout, cache: HashCache | None = None) -> dict[str, dict]:
+    """Per source asset (``sources/<name>``): its files (named ``<dataset>/<release>/<path>``) and its data version,
     computed as ``assets/sources.py`` observes it (content hash of the files, cached by size and mtime)."""
-    source_dir = Path(source_dir)
+    layout = as_layout(source_dir)
     digest = cache.digest if cache is not None else file_digest
     out = {}
     for name in (*TABLES, SEMANTICS):
-        paths = [source_dir / p for p in SEMANTICS_FILES] if name == SEMANTICS else [resolve(source_dir, name)]
-        out[name] = {"files": [p.relative_to(source_dir).as_posix() for p in paths],
+        paths = list(semantics_paths(layout)) if name == SEMANTICS else [resolve(layout, name)]
+        out[name] = {"files": [layout.canonical(p) for p in paths],
                      "data_version": combine(*(digest(p) for p in paths))}
     return out
 
 
-def source_section(source_dir: Path, digests: Mapping[str, dict]) -> dict:
-    """Releases of the three PhysioNet sources, whether the source is the synthetic generator (its seed and
+def source_section(source_dir: Path | SourceLayout, digests: Mapping[str, dict]) -> dict:
+    """Releases of the three PhysioNet sources (those read, and the paper's), whether the source is the synthetic generator (its seed and
     scale, from the generator's manifest at the root), each source asset's data version and one digest over
     all of them. JPEG images are not part of it (the sources group observes the tables only)."""
-    demo = Path(source_dir) / DEMO_MANIFEST
+    layout = as_layout(source_dir)
+    demo = layout.root / DEMO_MANIFEST
     synthetic = None
     if demo.is_file():
         m = json.loads(demo.read_text())
         synthetic = {k: m[k] for k in SYNTHETIC_FIELDS if k in m}
     versions = {name: digests[name]["data_version"] for name in sorted(digests)}
-    return {"releases": {p.split("/")[0]: p.split("/")[1] for p in (MIMICIV, MIMIC_CXR, IMAGENOME)},
+    return {"releases": {k: layout.version(k) for k in DATASETS},
+            "paper_releases": {k: d.paper for k, d in DATASETS.items()},
             "synthetic": synthetic is not None, "generator": synthetic,
             "data_versions": {name: dict(digests[name]) for name in sorted(digests)},
             "digest": combine(*(f"{k}={v}" for k, v in versions.items()))}

@@ -22,6 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from .errors import SourceError
+from .layout import SourceLayout, as_layout
 from .schema import TABLES, SourceFile
 
 LARGE_GZIP_BYTES = 64 * 1024 * 1024
@@ -30,8 +31,7 @@ _CHUNK = 4 * 1024 * 1024
 # (absolute path, size, mtime_ns) of gzip files already verified in this process.
 _verified: set[tuple[str, int, int]] = set()
 
-_FIX_ROOT = ("check that EHRXQA_SOURCE_ROOT points at the PhysioNet root (the folder holding mimiciv/, "
-             "mimic-cxr-jpg/ and chest-imagenome/) and that the file was downloaded")
+_FIX_MISSING = "download the file from PhysioNet into the same relative path of the release folder"
 _FIX_ACCESS = "check that the file is readable by this user and the disk is healthy"
 # What a damaged gzip stream raises (BadGzipFile also covers CRC and length mismatches).
 _GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
@@ -46,8 +46,9 @@ def source_file(name: str) -> SourceFile:
         raise ValueError(f"unknown source table {name!r}; known: {', '.join(TABLES)}") from None
 
 
-def relative(root: Path, path: Path) -> str:
+def relative(root: Path | SourceLayout, path: Path) -> str:
     """``path`` as it is named in messages: relative to the source root when below it."""
+    root = root.root if isinstance(root, SourceLayout) else root
     try:
         return Path(path).relative_to(root).as_posix()
     except ValueError:
@@ -55,21 +56,24 @@ def relative(root: Path, path: Path) -> str:
 
 
 def candidates(sf: SourceFile) -> tuple[str, ...]:
-    """Relative paths accepted for a table, in order of preference."""
+    """Paths inside the dataset's release folder accepted for a table, in order of preference."""
     return (sf.path, sf.path + ".gz") if sf.gzip_ok else (sf.path,)
 
 
-def resolve(root: Path, name: str) -> Path:
-    """The existing file for table ``name``: ``PATH`` if present, else ``PATH.gz`` (when gzip is allowed)."""
+def resolve(root: Path | SourceLayout, name: str) -> Path:
+    """The existing file for table ``name``: ``PATH`` if present, else ``PATH.gz`` (when gzip is allowed),
+    inside the dataset's release folder (``layout``; a plain root means the paper's releases)."""
     sf = source_file(name)
-    root = Path(root)
+    layout = as_layout(root)
+    folder = layout.dataset_dir(sf.dataset)
     for rel in candidates(sf):
-        path = root / rel
+        path = folder / rel
         if path.is_file():
             return path
-    expected = " or ".join(candidates(sf))
-    raise SourceError(sf.path + ("[.gz]" if sf.gzip_ok else ""),
-                      f"file not found (expected {expected} under {root})", fix=_FIX_ROOT)
+    shown = layout.relative(folder / sf.path)
+    expected = " or ".join(layout.relative(folder / rel) for rel in candidates(sf))
+    raise SourceError(shown + ("[.gz]" if sf.gzip_ok else ""), f"file not found (expected {expected})",
+                      fix=_FIX_MISSING)
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -77,7 +81,7 @@ def _open_text(path: Path) -> io.TextIOBase:
     return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
 
 
-def read_header(root: Path, name: str) -> list[str]:
+def read_header(root: Path | SourceLayout, name: str) -> list[str]:
     """Column names of the file for ``name``, checked: every required column must be present."""
     sf = source_file(name)
     path = resolve(root, name)
@@ -166,7 +170,7 @@ def _cached_plain(root: Path, path: Path, cache_dir: Path) -> Path:
     return target
 
 
-def scan_raw(root: Path, name: str, cache_dir: Path | None = None, *,
+def scan_raw(root: Path | SourceLayout, name: str, cache_dir: Path | None = None, *,
              row_index_name: str | None = None) -> pl.LazyFrame:
     """Lazy scan of table ``name`` with every column as String (empty strings are null).
 
@@ -174,7 +178,7 @@ def scan_raw(root: Path, name: str, cache_dir: Path | None = None, *,
     time this process sees that version of it. ``row_index_name`` adds a 1-based UInt row number.
     """
     sf = source_file(name)
-    root = Path(root)
+    root = as_layout(root)
     read_header(root, name)
     path = resolve(root, name)
     if path.name.endswith(".gz"):

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import polars as pl
 
-from .schema import CXR_FILES_DIR
+from .errors import SourceError
+from .layout import SourceLayout, as_layout
+from .schema import CXR_FILES_DIR, MIMIC_CXR
 
 IMAGE_SCHEMA = {"relpath": pl.String, "subject_id": pl.Int64, "study_id": pl.Int64, "dicom_id": pl.String,
                 "bytes": pl.Int64}
@@ -39,13 +41,26 @@ def _dirs(path: str, pattern: re.Pattern) -> list[tuple[str, str]]:
         return []
 
 
-def image_partitions(root: Path) -> list[str]:
+def images_dir(root: Path | SourceLayout) -> Path:
+    """The ``files/`` folder of the MIMIC-CXR-JPG release below the source root."""
+    return as_layout(root).path(MIMIC_CXR, CXR_FILES_DIR)
+
+
+def _images_dir_or_none(root: Path | SourceLayout) -> str | None:
+    try:
+        return str(images_dir(root))
+    except SourceError:
+        return None
+
+
+def image_partitions(root: Path | SourceLayout) -> list[str]:
     """The ``pNN`` folders present below ``files/``; all of ``p10``..``p19`` when there are none."""
-    present = [name for name, _ in _dirs(str(Path(root) / CXR_FILES_DIR), _TOP)]
+    base = _images_dir_or_none(root)
+    present = [name for name, _ in _dirs(base, _TOP)] if base else []
     return present or list(ALL_PARTITIONS)
 
 
-def list_images(root: Path, prefix: str | None = None) -> pl.DataFrame:
+def list_images(root: Path | SourceLayout, prefix: str | None = None) -> pl.DataFrame:
     """One row per JPEG below ``files/`` (or below ``files/<prefix>``), sorted by ``relpath``.
 
     Columns: relpath (relative to ``files/``), subject_id, study_id, dicom_id, bytes. An empty frame with
@@ -53,8 +68,11 @@ def list_images(root: Path, prefix: str | None = None) -> pl.DataFrame:
     """
     if prefix is not None and not _TOP.fullmatch(prefix):
         raise ValueError(f"image partition must look like 'p10', got {prefix!r}")
-    base = str(Path(root) / CXR_FILES_DIR)
-    tops = [(prefix, os.path.join(base, prefix))] if prefix else _dirs(base, _TOP)
+    base = _images_dir_or_none(root)
+    if base is None:
+        tops = []
+    else:
+        tops = [(prefix, os.path.join(base, prefix))] if prefix else _dirs(base, _TOP)
     rel, subj, study, dicom, size = [], [], [], [], []
     for top, top_path in tops:
         for sname, spath in _dirs(top_path, _SUBJECT):

@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from .errors import SourceError
+from .layout import as_layout
 from .files import (_FIX_REDOWNLOAD, LARGE_GZIP_BYTES, candidates, read_header, relative, resolve, scan_raw,
                     source_file, verify_gzip)
 from .schema import DATE_FORMAT, DATETIME_FORMAT, SourceFile
@@ -119,7 +120,7 @@ def scan_table(root: Path, name: str, cache_dir: Path | None = None, *,
     time; ``read_failure(root, name, exc)`` turns it into a ``SourceError``.
     """
     sf = source_file(name)
-    root = Path(root)
+    root = as_layout(root)
     cols = _columns(root, sf, columns)
     return _typed(scan_raw(root, name, cache_dir, row_index_name=ROW), sf, cols)
 
@@ -138,7 +139,7 @@ def read_table(root: Path, name: str, columns: list[str] | None = None,
                cache_dir: Path | None = None) -> pl.DataFrame:
     """Strict eager read: typed columns, or ``SourceError`` naming the first value that does not parse."""
     sf = source_file(name)
-    root = Path(root)
+    root = as_layout(root)
     lf = scan_table(root, name, cache_dir, columns=columns)
     try:
         df = lf.collect(engine="streaming")

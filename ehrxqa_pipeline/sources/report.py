@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import SourceError
-from .schema import CXR_FILES_DIR
 
 
 @dataclass(frozen=True)
@@ -49,12 +48,17 @@ class ValidationReport:
         return "ERROR" if "error" in severities else "warning" if severities else "ok"
 
     def format(self) -> str:
-        lines = [f"Source root: {self.root}", "", f"  {'status':<8} {'rows':>12}  file"]
+        lines = [f"Source root: {self.root}"]
+        for r in self.stats.get("releases", {}).values():
+            paper = "the paper's release" if r["version"] == r["paper"] else f"the paper used {r['paper']}"
+            lines.append(f"  {r['title']} {r['version']} in {r['folder']}/ ({paper})")
+        lines += ["", f"  {'status':<8} {'rows':>12}  file"]
         for rel, entry in self.files.items():
             rows = "-" if entry.get("rows") is None else f"{entry['rows']:,}"
             lines.append(f"  {self.status(rel):<8} {rows:>12}  {rel}")
         if self.stats.get("images_found") is not None:
-            lines.append(f"\n  {self.stats['images_found']:,} JPEG images under {CXR_FILES_DIR}")
+            lines.append(f"\n  {self.stats['images_found']:,} JPEG images under "
+                         f"{self.stats.get('images_dir', 'files/')}")
         for severity, title in (("error", "Errors"), ("warning", "Warnings")):
             group = [p for p in self.problems if p.severity == severity]
             if group:

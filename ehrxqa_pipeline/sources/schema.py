@@ -1,6 +1,7 @@
 """The PhysioNet source layouts, stated once.
 
-Every file the pipeline reads is described here: where it lives under SOURCE_ROOT, its separator, every
+Every file the pipeline reads is described here: its dataset and its path inside the dataset's release
+folder (``layout`` finds that folder under SOURCE_ROOT), its separator, every
 column of the real release in file order, each column's type, and which columns the pipeline requires.
 Readers, the source validator, the synthetic generator and the ingestion contracts all read this table,
 so the real layout and the synthetic one cannot drift apart.
@@ -14,12 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .layout import DATASETS
+from .layout import IMAGENOME as _IMAGENOME
+from .layout import MIMIC_CXR as _MIMIC_CXR
+from .layout import MIMICIV as _MIMICIV
+
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 DATE_FORMAT = "%Y-%m-%d"
 
-MIMICIV = "mimiciv/2.2"
-MIMIC_CXR = "mimic-cxr-jpg/2.0.0"
-IMAGENOME = "chest-imagenome/1.0.0"
+MIMICIV, MIMIC_CXR, IMAGENOME = _MIMICIV.key, _MIMIC_CXR.key, _IMAGENOME.key
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,8 @@ class SourceFile:
     """One file of a PhysioNet release."""
 
     name: str  # table name used throughout the pipeline (DuckDB table ingest.<name>)
-    path: str  # path under SOURCE_ROOT without the compression suffix
+    dataset: str  # the PhysioNet dataset (layout.DATASETS key) whose release folder holds the file
+    path: str  # path inside the release folder, without the compression suffix
     columns: tuple[Column, ...]
     key: tuple[str, ...] = ()  # columns that identify a row in the real release
     sep: str = ","
@@ -42,6 +47,12 @@ class SourceFile:
     group: str = "mimiciv"  # source group: mimiciv_hosp, mimiciv_icu, mimic_cxr, imagenome
     description: str = ""
     extra: dict = field(default_factory=dict)
+
+    @property
+    def release_path(self) -> str:
+        """The path under SOURCE_ROOT in the PhysioNet layout of the paper's release (what the generator
+        writes, and what messages show when the file is missing)."""
+        return release_path(self.dataset, self.path)
 
     @property
     def required(self) -> tuple[str, ...]:
@@ -56,6 +67,11 @@ class SourceFile:
         return tuple(c.name for c in self.columns)
 
 
+def release_path(dataset: str, rel: str) -> str:
+    """``rel`` inside ``dataset``'s release folder of the paper (e.g. ``mimiciv/2.2/hosp/patients.csv``)."""
+    return f"{dataset}/{DATASETS[dataset].paper}/{rel}"
+
+
 def _cols(spec: str) -> tuple[Column, ...]:
     """Parse ``"name:type, name:type*"``; a trailing ``*`` marks a required column."""
     out = []
@@ -67,12 +83,12 @@ def _cols(spec: str) -> tuple[Column, ...]:
 
 
 def _hosp(name: str, cols: str, key: tuple[str, ...] = (), description: str = "") -> SourceFile:
-    return SourceFile(name, f"{MIMICIV}/hosp/{name}.csv", _cols(cols), key, group="mimiciv_hosp",
+    return SourceFile(name, MIMICIV, f"hosp/{name}.csv", _cols(cols), key, group="mimiciv_hosp",
                       description=description)
 
 
 def _icu(name: str, cols: str, key: tuple[str, ...] = (), description: str = "") -> SourceFile:
-    return SourceFile(name, f"{MIMICIV}/icu/{name}.csv", _cols(cols), key, group="mimiciv_icu",
+    return SourceFile(name, MIMICIV, f"icu/{name}.csv", _cols(cols), key, group="mimiciv_icu",
                       description=description)
 
 
@@ -134,7 +150,7 @@ MIMICIV_FILES: tuple[SourceFile, ...] = (
 )
 
 CXR_METADATA = SourceFile(
-    "cxr_metadata", f"{MIMIC_CXR}/mimic-cxr-2.0.0-metadata.csv",
+    "cxr_metadata", MIMIC_CXR, "mimic-cxr-2.0.0-metadata.csv",
     _cols("dicom_id:str*, subject_id:int*, study_id:int*, PerformedProcedureStepDescription:str, "
           "ViewPosition:str*, Rows:int*, Columns:int*, StudyDate:int*, StudyTime:float*, "
           "ProcedureCodeSequence_CodeMeaning:str, ViewCodeSequence_CodeMeaning:str, "
@@ -144,26 +160,26 @@ CXR_METADATA = SourceFile(
 
 IMAGENOME_FILES: tuple[SourceFile, ...] = (
     SourceFile(
-        "silver_bbox", f"{IMAGENOME}/silver_dataset/scene_tabular/bbox_objects_tabular.txt",
+        "silver_bbox", IMAGENOME, "silver_dataset/scene_tabular/bbox_objects_tabular.txt",
         _cols("object_id:str*, x1:float*, y1:float*, x2:float*, y2:float*, width:float*, height:float*, "
               "bbox_name:str*, synsets:str, name:str, original_x1:float, original_y1:float, "
               "original_x2:float, original_y2:float, original_width:float, original_height:float"),
         ("object_id",), sep="\t", gzip_ok=False, group="imagenome",
         description="one row per image x detected anatomical box (224x224 space)"),
     SourceFile(
-        "silver_relations", f"{IMAGENOME}/silver_dataset/scene_tabular/attribute_relations_tabular.txt",
+        "silver_relations", IMAGENOME, "silver_dataset/scene_tabular/attribute_relations_tabular.txt",
         _cols("study_id:int*, image_id:str*, row_id:str*, sent_loc:float*, bbox:str*, relation:int*, "
               "label_name:str*, categoryID:str*, context:str"),
         (), sep="\t", gzip_ok=False, group="imagenome",
         description="one row per report sentence x object x attribute mention (silver, NLP-derived)"),
     SourceFile(
-        "gold_relations", f"{IMAGENOME}/gold_dataset/gold_attributes_relations_500pts_500studies1st.txt",
+        "gold_relations", IMAGENOME, "gold_dataset/gold_attributes_relations_500pts_500studies1st.txt",
         _cols("patient_id:int*, study_id:int*, image_id:str*, row_id:str*, sent_loc:float, bbox:str*, "
               "relation:int*, label_name:str*, categoryID:str*, annot_id:str"),
         (), sep="\t", gzip_ok=False, group="imagenome",
         description="one row per sentence x object x attribute of the radiologist-checked gold reports"),
     SourceFile(
-        "gold_bbox", f"{IMAGENOME}/gold_dataset/gold_bbox_coordinate_annotations_1000images.csv",
+        "gold_bbox", IMAGENOME, "gold_dataset/gold_bbox_coordinate_annotations_1000images.csv",
         _cols("image_id:str*, x1:float, y1:float, x2:float, y2:float, width:float, height:float, "
               "bbox_name:str*, annot_id:str, original_x1:float, original_x2:float, original_y1:float, "
               "original_y2:float, original_width:float, original_height:float, annotator:str, "
@@ -172,15 +188,21 @@ IMAGENOME_FILES: tuple[SourceFile, ...] = (
         description="one row per gold image x manually corrected box"),
 )
 
-# Semantics files are not tables; they are parsed by ehrxqa_pipeline.sources.semantics.
-SEMANTICS_OBJECTS = f"{IMAGENOME}/semantics/objects_extracted_from_reports_v1.txt"
-SEMANTICS_ATTRIBUTES = f"{IMAGENOME}/semantics/attribute_relations_v1.txt"
-SEMANTICS_UMLS = f"{IMAGENOME}/semantics/label_to_UMLS_mapping.json"
+# Semantics files are not tables; they are parsed by ehrxqa_pipeline.sources.semantics. Paths inside the
+# Chest ImaGenome release folder.
+SEMANTICS_OBJECTS = "semantics/objects_extracted_from_reports_v1.txt"
+SEMANTICS_ATTRIBUTES = "semantics/attribute_relations_v1.txt"
+SEMANTICS_UMLS = "semantics/label_to_UMLS_mapping.json"
 SEMANTICS_FILES = (SEMANTICS_OBJECTS, SEMANTICS_ATTRIBUTES, SEMANTICS_UMLS)
 
-CXR_FILES_DIR = f"{MIMIC_CXR}/files"
+CXR_FILES_DIR = "files"  # the JPEG tree, inside the MIMIC-CXR-JPG release folder
 
 TABLES: dict[str, SourceFile] = {f.name: f for f in (*MIMICIV_FILES, CXR_METADATA, *IMAGENOME_FILES)}
+
+def files_in(dataset: str) -> int:
+    """How many source files (tables and semantics files) the pipeline reads from ``dataset``."""
+    return sum(sf.dataset == dataset for sf in TABLES.values()) + (len(SEMANTICS_FILES) if dataset == IMAGENOME else 0)
+
 
 # Name of the manifest the synthetic generator writes at the source root. The pipeline never reads it;
 # tests compare pipeline outputs against the counts it records.

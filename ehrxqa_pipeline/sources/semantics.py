@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import SourceError
-from .schema import SEMANTICS_ATTRIBUTES, SEMANTICS_OBJECTS, SEMANTICS_UMLS
+from .layout import SourceLayout, as_layout
+from .schema import IMAGENOME, SEMANTICS_ATTRIBUTES, SEMANTICS_OBJECTS, SEMANTICS_UMLS
 
 _FIX = ("download the Chest ImaGenome 1.0.0 semantics/ folder unchanged from PhysioNet into "
         "chest-imagenome/1.0.0/semantics/")
@@ -31,31 +32,48 @@ class Semantics:
     raw: dict = field(repr=False)
 
 
-def _lines(root: Path, rel: str) -> list[str]:
-    path = Path(root) / rel
+def semantics_paths(root: Path | SourceLayout) -> tuple[Path, ...]:
+    """The three semantics files of the Chest ImaGenome release below ``root``."""
+    layout = as_layout(root)
+    return tuple(layout.path(IMAGENOME, rel) for rel in (SEMANTICS_OBJECTS, SEMANTICS_ATTRIBUTES, SEMANTICS_UMLS))
+
+
+def _shown(root: Path | SourceLayout, rel: str) -> str:
+    """How messages name a semantics file: relative to the source root."""
+    layout = as_layout(root)
+    try:
+        return layout.relative(layout.path(IMAGENOME, rel))
+    except SourceError:
+        return rel
+
+
+def _lines(root: Path | SourceLayout, rel: str) -> list[str]:
+    layout = as_layout(root)
+    path = layout.path(IMAGENOME, rel)
+    shown = layout.relative(path)
     if not path.is_file():
-        raise SourceError(rel, f"file not found (expected {rel} under {root})", fix=_FIX)
+        raise SourceError(shown, "file not found", fix=_FIX)
     try:
         return path.read_text(encoding="utf-8-sig").splitlines()
     except UnicodeDecodeError as exc:
-        raise SourceError(rel, f"is not UTF-8 text (byte {exc.start})", fix=_FIX) from None
+        raise SourceError(shown, f"is not UTF-8 text (byte {exc.start})", fix=_FIX) from None
     except OSError as exc:
-        raise SourceError(rel, f"cannot be read ({exc.strerror or exc})",
+        raise SourceError(shown, f"cannot be read ({exc.strerror or exc})",
                           fix="check that the file is readable by this user") from None
 
 
-def read_objects(root: Path) -> list[str]:
+def read_objects(root: Path | SourceLayout) -> list[str]:
     out = []
     for line in _lines(root, SEMANTICS_OBJECTS):
         name = line.replace(",", "").strip()
         if name:
             out.append(name)
     if not out:
-        raise SourceError(SEMANTICS_OBJECTS, "holds no object names", fix=_FIX)
+        raise SourceError(_shown(root, SEMANTICS_OBJECTS), "holds no object names", fix=_FIX)
     return out
 
 
-def read_attributes(root: Path) -> list[tuple[str, str, str]]:
+def read_attributes(root: Path | SourceLayout) -> list[tuple[str, str, str]]:
     out = []
     for number, line in enumerate(_lines(root, SEMANTICS_ATTRIBUTES), start=1):
         text = line.replace(",", "").strip()
@@ -64,49 +82,50 @@ def read_attributes(root: Path) -> list[tuple[str, str, str]]:
         parts = [p.strip() for p in text.split("|")]
         if len(parts) != 3 or not all(parts):
             raise SourceError(
-                SEMANTICS_ATTRIBUTES, "has a line that is not 'category|relation|attribute'",
+                _shown(root, SEMANTICS_ATTRIBUTES), "has a line that is not 'category|relation|attribute'",
                 row=number, value=line, unit="line",
                 fix=_FIX + "; every non-blank line has three non-empty '|'-separated fields")
         out.append((parts[0], parts[1], parts[2]))
     if not out:
-        raise SourceError(SEMANTICS_ATTRIBUTES, "holds no attribute lines", fix=_FIX)
+        raise SourceError(_shown(root, SEMANTICS_ATTRIBUTES), "holds no attribute lines", fix=_FIX)
     return out
 
 
-def _string_lists(data: dict, key: str) -> dict[str, list[str]]:
+def _string_lists(root: Path | SourceLayout, data: dict, key: str) -> dict[str, list[str]]:
     if key not in data:
-        raise SourceError(SEMANTICS_UMLS, f"has no key '{key}' (keys: {', '.join(sorted(data)[:10])})",
+        raise SourceError(_shown(root, SEMANTICS_UMLS), f"has no key '{key}' (keys: {', '.join(sorted(data)[:10])})",
                           column=key, fix=_FIX)
     value = data[key]
     if not isinstance(value, dict):
-        raise SourceError(SEMANTICS_UMLS, f"key '{key}' is not an object of label -> list of labels",
+        raise SourceError(_shown(root, SEMANTICS_UMLS), f"key '{key}' is not an object of label -> list of labels",
                           column=key, fix=_FIX)
     for label, items in value.items():
         if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-            raise SourceError(SEMANTICS_UMLS, f"'{key}' entry {label!r} is not a list of labels",
+            raise SourceError(_shown(root, SEMANTICS_UMLS), f"'{key}' entry {label!r} is not a list of labels",
                               column=key, fix=_FIX)
     return {label: list(items) for label, items in value.items()}
 
 
-def read_umls(root: Path) -> dict:
+def read_umls(root: Path | SourceLayout) -> dict:
     text = "\n".join(_lines(root, SEMANTICS_UMLS))
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SourceError(SEMANTICS_UMLS, f"is not valid JSON ({exc.msg} at column {exc.colno})",
+        raise SourceError(_shown(root, SEMANTICS_UMLS), f"is not valid JSON ({exc.msg} at column {exc.colno})",
                           row=exc.lineno, unit="line", fix=_FIX) from None
     if not isinstance(data, dict):
-        raise SourceError(SEMANTICS_UMLS, "is not a JSON object", fix=_FIX)
+        raise SourceError(_shown(root, SEMANTICS_UMLS), "is not a JSON object", fix=_FIX)
     return data
 
 
-def read_semantics(root: Path) -> Semantics:
+def read_semantics(root: Path | SourceLayout) -> Semantics:
     """Parse the three ontology files below ``root``; ``SourceError`` names the file and line on problems."""
+    root = as_layout(root)
     raw = read_umls(root)
     return Semantics(
         objects=read_objects(root),
         attributes=read_attributes(root),
-        all_children=_string_lists(raw, "all_children"),
-        possible_attribute_of=_string_lists(raw, "possible_attribute_of"),
+        all_children=_string_lists(root, raw, "all_children"),
+        possible_attribute_of=_string_lists(root, raw, "possible_attribute_of"),
         raw=raw,
     )

@@ -26,24 +26,24 @@ from . import readers
 from .errors import SourceError
 from .readers import POLARS_TYPES, ROW, TYPE_DESCRIPTIONS, parse_expr, parse_failed
 from .report import Problem, ValidationReport
+from .layout import DATASETS, SourceLayout, holds_datasets, layout_problems
+from .schema import TABLES, SourceFile
+from .semantics import read_semantics, semantics_paths
 from .validate_ids import UNKNOWN_ID_ERROR_FRACTION, IdChecks
-from .schema import IMAGENOME, MIMIC_CXR, MIMICIV, SEMANTICS_FILES, TABLES, SourceFile
-from .semantics import read_semantics
 
 # DuckDB spills the key-uniqueness aggregate to disk beyond this.
 DUCKDB_MEMORY_LIMIT = "2GB"
-DATASETS = (MIMICIV, MIMIC_CXR, IMAGENOME)
 
 _FIX_TYPES = ("re-download the file from PhysioNet; if it was edited, restore each bad value (or leave it "
               "empty). Ingestion quarantines rows whose values do not parse")
 
 
 class _Validator(IdChecks):
-    def __init__(self, root: Path, cache_dir: Path | None, tmp: str):
-        self.root = root
+    def __init__(self, layout: SourceLayout, cache_dir: Path | None, tmp: str):
+        self.root = layout  # readers take the layout wherever they take a root
         self.cache_dir = cache_dir
-        self.report = ValidationReport(root, stats={"rows": {}, "duplicate_keys": {}, "overlaps": {},
-                                                    "images_found": None})
+        self.report = ValidationReport(layout.root, stats={"rows": {}, "duplicate_keys": {}, "overlaps": {},
+                                                           "images_found": None, "releases": {}})
         self.usable: set[str] = set()  # tables that passed every error-level check
         self.con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY_LIMIT, "temp_directory": tmp,
                                           "preserve_insertion_order": False})
@@ -53,26 +53,35 @@ class _Validator(IdChecks):
 
     # -- layout ---------------------------------------------------------------------------------------
     def check_layout(self) -> bool:
-        root = self.root
+        root = self.root.root
         if not root.is_dir():
             self.add("error", str(root), "source root does not exist or is not a folder",
                      "set EHRXQA_SOURCE_ROOT (or pass ROOT) to the folder holding mimiciv/, mimic-cxr-jpg/ "
                      "and chest-imagenome/")
             return False
-        present = [d for d in DATASETS if (root / d).is_dir()]
-        if not present:
+        if not holds_datasets(root):
             hint = _find_physionet_root(root)
             self.add("error", ".", "does not look like a PhysioNet root: none of "
-                     f"{', '.join(DATASETS)} is below it",
+                     f"{', '.join(DATASETS)} is below it (as {{name}}/{{version}}, physionet.org/files/... or the "
+                     "unpacked ZIP folders such as mimic-iv-2.2)",
                      f"point at {hint}, which has them" if hint else
-                     "point at the folder that holds mimiciv/2.2, mimic-cxr-jpg/2.0.0 and chest-imagenome/1.0.0 "
-                     "(for a wget mirror: physionet.org/files)")
+                     "point at the folder that holds mimiciv/2.2, mimic-cxr-jpg/2.0.0 and chest-imagenome/1.0.0")
             return False
-        for d in DATASETS:
-            if d not in present:
-                n = sum(rel.startswith(d + "/") for rel in (*(sf.path for sf in TABLES.values()), *SEMANTICS_FILES))
-                self.add("error", d, f"dataset folder is missing ({n} source files expected below it)",
-                         f"download the {d} release from PhysioNet into {root / d}")
+        for err in layout_problems(self.root):
+            self.report.problems.append(Problem.from_error(err))
+        releases = self.report.stats["releases"]
+        for key, d in DATASETS.items():
+            try:
+                folder, version = self.root.dataset_dir(key), self.root.version(key)
+            except SourceError:
+                continue
+            releases[key] = {"title": d.title, "version": version, "paper": d.paper,
+                             "folder": self.root.relative(folder)}
+            if version != d.paper:
+                self.add("warning", self.root.relative(folder),
+                         f"{d.title} {version} is read (opted in); the EHRXQA paper used {d.paper}, so counts "
+                         "and answers will differ from the published dataset",
+                         "none needed if intended; the manifest and datasheet record the release read")
         return True
 
     # -- one table --------------------------------------------------------------------------------------
@@ -80,18 +89,20 @@ class _Validator(IdChecks):
         rows = self.report.stats["rows"]
         rows[sf.name] = None
         try:
+            self.root.dataset_dir(sf.dataset)
+        except SourceError:  # the dataset's folder is missing or refused: reported once by check_layout
+            self.report.files[sf.release_path] = {"table": sf.name, "rows": None, "status": "MISSING"}
+            return
+        try:
             path = readers.resolve(self.root, sf.name)
         except SourceError as err:
-            dataset = next(d for d in DATASETS if sf.path.startswith(d + "/"))
-            dataset_missing = not (self.root / dataset).is_dir()
             self.report.files[err.file] = {"table": sf.name, "rows": None, "status": "MISSING"}
-            if not dataset_missing:
-                self.report.problems.append(Problem.from_error(err))
+            self.report.problems.append(Problem.from_error(err))
             return
         rel = readers.relative(self.root, path)
         entry = self.report.files.setdefault(rel, {"table": sf.name, "rows": None})
-        if sf.gzip_ok and path.suffix != ".gz" and (self.root / (sf.path + ".gz")).is_file():
-            self.add("warning", rel, f"both {sf.path} and {sf.path}.gz exist; the plain file is read",
+        if sf.gzip_ok and path.suffix != ".gz" and path.with_name(path.name + ".gz").is_file():
+            self.add("warning", rel, f"both {path.name} and {path.name}.gz exist; the plain file is read",
                      "delete the one you do not want read (the plain file wins)")
         try:
             header = readers.read_header(self.root, sf.name)
@@ -185,15 +196,19 @@ class _Validator(IdChecks):
 
     # -- semantics -------------------------------------------------------------------------------------
     def check_semantics(self) -> None:
+        try:
+            paths = semantics_paths(self.root)
+        except SourceError:  # no usable Chest ImaGenome folder: reported once by check_layout
+            return
         missing = False
-        for rel in SEMANTICS_FILES:
+        rels = [self.root.relative(p) for p in paths]
+        for path, rel in zip(paths, rels):
             self.report.files[rel] = {"table": "semantics", "rows": None}
-            if not (self.root / rel).is_file():
+            if not path.is_file():
                 missing = True
                 self.report.files[rel]["status"] = "MISSING"
-                if (self.root / IMAGENOME).is_dir():
-                    self.add("error", rel, "file not found",
-                             "download the Chest ImaGenome 1.0.0 semantics/ folder from PhysioNet")
+                self.add("error", rel, "file not found",
+                         "download the Chest ImaGenome 1.0.0 semantics/ folder from PhysioNet")
         if missing:
             return
         try:
@@ -202,7 +217,7 @@ class _Validator(IdChecks):
             self.report.problems.append(Problem.from_error(err))
             return
         counts = (len(sem.objects), len(sem.attributes), len(sem.all_children))
-        for rel, n in zip(SEMANTICS_FILES, counts):
+        for rel, n in zip(rels, counts):
             self.report.files[rel]["rows"] = n
 
     def close(self) -> None:
@@ -211,8 +226,7 @@ class _Validator(IdChecks):
 
 def _find_physionet_root(root: Path) -> Path | None:
     """A nearby folder (ancestor, or at most 3 levels below) that holds the PhysioNet dataset folders."""
-    def holds(p: Path) -> bool:
-        return any((p / d).is_dir() for d in DATASETS)
+    holds = holds_datasets
     for parent in list(root.resolve().parents)[:3]:
         if holds(parent):
             return parent
@@ -232,14 +246,15 @@ def _find_physionet_root(root: Path) -> Path | None:
     return None
 
 
-def validate_source(root: Path, cache_dir: Path | None = None) -> ValidationReport:
-    """Check a PhysioNet source root; ``report.ok`` is False when any error-level problem was found."""
-    root = Path(root)
+def validate_source(root: Path | SourceLayout, cache_dir: Path | None = None) -> ValidationReport:
+    """Check a PhysioNet source root (at the paper's releases, or at those a ``SourceLayout`` names);
+    ``report.ok`` is False when any error-level problem was found."""
+    layout = root if isinstance(root, SourceLayout) else SourceLayout(Path(root))
     cache_dir = Path(cache_dir) if cache_dir is not None else None
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="ehrxqa-validate-", dir=cache_dir) as tmp:
-        v = _Validator(root, cache_dir, tmp)
+        v = _Validator(layout, cache_dir, tmp)
         try:
             if v.check_layout():
                 for sf in TABLES.values():

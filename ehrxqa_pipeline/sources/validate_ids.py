@@ -8,15 +8,14 @@ import polars as pl
 
 from . import readers
 from .errors import SourceError
-from .images import image_relpath_expr, list_images
+from .images import image_relpath_expr, images_dir, list_images
 from .report import Problem
-from .schema import CXR_FILES_DIR
 
 # Above this share of unknown ids the two sources are from different releases (or one is damaged);
 # below it the cohort steps simply drop the few unmatched rows.
 UNKNOWN_ID_ERROR_FRACTION = 0.01
-_FIX_RELEASES = ("use MIMIC-IV 2.2, MIMIC-CXR-JPG 2.0.0 and Chest ImaGenome 1.0.0 together, all complete "
-                 "(a partial download or another release gives unknown ids)")
+_FIX_RELEASES = ("use MIMIC-IV, MIMIC-CXR-JPG and Chest ImaGenome releases that belong together (the paper's: "
+                 "2.2, 2.0.0 and 1.0.0), all complete (a partial download or another release gives unknown ids)")
 
 
 class IdChecks:
@@ -98,17 +97,23 @@ class IdChecks:
 
     # -- images ----------------------------------------------------------------------------------------
     def check_images(self, meta: pl.DataFrame | None) -> None:
-        if not (self.root / CXR_FILES_DIR).is_dir():
+        try:
+            files = images_dir(self.root)
+        except SourceError:
+            return  # the dataset folder itself is missing: reported by the layout check
+        shown = readers.relative(self.root, files)
+        self.report.stats["images_dir"] = shown
+        if not files.is_dir():
             self.report.stats["images_found"] = 0
-            self.add("warning", CXR_FILES_DIR, "no images; image-dependent steps will fail",
-                     f"download the MIMIC-CXR-JPG 2.0.0 files/ folder (all of p10..p19, or the parts you build) "
-                     f"into {self.root / CXR_FILES_DIR}")
+            self.add("warning", shown, "no images; image-dependent steps will fail",
+                     f"download the MIMIC-CXR-JPG files/ folder (all of p10..p19, or the parts you build) "
+                     f"into {files}")
             return
         found = list_images(self.root)
         self.report.stats["images_found"] = found.height
         empty = int((found["bytes"] == 0).sum())
         if empty:
-            self.add("warning", CXR_FILES_DIR, f"{empty:,} JPEG files are empty (0 bytes)",
+            self.add("warning", shown, f"{empty:,} JPEG files are empty (0 bytes)",
                      "re-download those images; image integrity checks will drop them")
         if meta is None:
             return
@@ -116,6 +121,6 @@ class IdChecks:
         absent = expected.join(found.select("relpath"), on="relpath", how="anti").height
         self.report.stats["images_missing"] = absent
         if absent:
-            self.add("warning", CXR_FILES_DIR, f"{absent:,} of {expected.height:,} metadata images have no JPEG "
-                     "under files/", "download the missing pNN folders of MIMIC-CXR-JPG 2.0.0 if those images "
+            self.add("warning", shown, f"{absent:,} of {expected.height:,} metadata images have no JPEG "
+                     "under files/", "download the missing pNN folders of MIMIC-CXR-JPG if those images "
                      "are needed; image steps skip them")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ehrxqa_pipeline.demo import ontology as ont
-from ehrxqa_pipeline.sources.schema import SEMANTICS_ATTRIBUTES, SEMANTICS_OBJECTS, SEMANTICS_UMLS
+from ehrxqa_pipeline.sources.schema import IMAGENOME, SEMANTICS_ATTRIBUTES, SEMANTICS_OBJECTS, SEMANTICS_UMLS, release_path
 from ehrxqa_pipeline.sources.semantics import read_semantics
 
 
@@ -27,8 +27,9 @@ def test_semantics_files_parse_back(tmp_path):
     files = ont.semantics_files()
     assert set(files) == {SEMANTICS_OBJECTS, SEMANTICS_ATTRIBUTES, SEMANTICS_UMLS}
     for rel, data in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_bytes(data)
+        path = tmp_path / release_path(IMAGENOME, rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
     assert all(line.endswith(",") for line in files[SEMANTICS_OBJECTS].decode().splitlines())
     assert all(line.endswith(",") for line in files[SEMANTICS_ATTRIBUTES].decode().splitlines())
     sem = read_semantics(tmp_path)

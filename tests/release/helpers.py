@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from ehrxqa_pipeline.sources.schema import DEMO_MANIFEST, SEMANTICS_FILES, TABLES
+from ehrxqa_pipeline.sources.schema import DEMO_MANIFEST, IMAGENOME, SEMANTICS_FILES, TABLES, release_path
 
 SPLITS = ("train", "valid", "test")
 VQA_RECORDS = {"train": [("program_1", "presence", "verify", ["yes"]), ("program_1", "presence", "verify", ["no"]),
@@ -59,9 +59,9 @@ def make_source(root: Path, seed: int = 3) -> Path:
     """A source folder with one tiny file per source table (and the generator's manifest)."""
     src = root / "source"
     for t in TABLES.values():
-        (src / t.path).parent.mkdir(parents=True, exist_ok=True)
-        (src / t.path).write_text(f"{t.name}\n")
-    for rel in SEMANTICS_FILES:
+        (src / t.release_path).parent.mkdir(parents=True, exist_ok=True)
+        (src / t.release_path).write_text(f"{t.name}\n")
+    for rel in (release_path(IMAGENOME, r) for r in SEMANTICS_FILES):
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_text(rel + "\n")
     _dump(src / DEMO_MANIFEST, {"generator": "ehrxqa_pipeline.demo", "generator_version": "1", "seed": seed,

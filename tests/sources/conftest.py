@@ -17,8 +17,14 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from ehrxqa_pipeline.sources.schema import (CXR_FILES_DIR, SEMANTICS_ATTRIBUTES, SEMANTICS_OBJECTS,
-                                            SEMANTICS_UMLS, TABLES, image_relpath)
+from ehrxqa_pipeline.sources.schema import (CXR_FILES_DIR, IMAGENOME, MIMIC_CXR, SEMANTICS_ATTRIBUTES,
+                                            SEMANTICS_OBJECTS, SEMANTICS_UMLS, TABLES, image_relpath,
+                                            release_path)
+
+ATTRIBUTES_FILE = release_path(IMAGENOME, SEMANTICS_ATTRIBUTES)
+OBJECTS_FILE = release_path(IMAGENOME, SEMANTICS_OBJECTS)
+UMLS_FILE = release_path(IMAGENOME, SEMANTICS_UMLS)
+IMAGES_DIR = release_path(MIMIC_CXR, CXR_FILES_DIR)
 
 SUBJECTS = [10000032, 10000033, 11000011]
 HADMS = [20000001, 20000002, 20000003]
@@ -118,7 +124,7 @@ class TinySource:
     def path(self, name: str, gz: bool | None = None) -> Path:
         sf = TABLES[name]
         gz = (sf.gzip_ok if gz is None else gz)
-        return self.root / (sf.path + (".gz" if gz else ""))
+        return self.root / (sf.release_path + (".gz" if gz else ""))
 
     def write(self, name: str, rows: list[dict] | None = None, header: list[str] | None = None,
               gz: bool | None = None, raw: bytes | None = None) -> Path:
@@ -134,14 +140,14 @@ class TinySource:
     def write_all(self, images: bool = True) -> TinySource:
         for name in TABLES:
             self.write(name)
-        sem = {SEMANTICS_OBJECTS: OBJECTS_TEXT, SEMANTICS_ATTRIBUTES: ATTRIBUTES_TEXT,
-               SEMANTICS_UMLS: json.dumps(UMLS, indent=1)}
+        sem = {OBJECTS_FILE: OBJECTS_TEXT, ATTRIBUTES_FILE: ATTRIBUTES_TEXT,
+               UMLS_FILE: json.dumps(UMLS, indent=1)}
         for rel, text in sem.items():
             (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
             (self.root / rel).write_text(text)
         if images:
             for d, s, st, *_ in IMAGES:
-                path = self.root / CXR_FILES_DIR / image_relpath(s, st, d)
+                path = self.root / IMAGES_DIR / image_relpath(s, st, d)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 Image.new("L", (8, 8), color=128).save(path, format="JPEG")
         return self

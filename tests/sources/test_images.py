@@ -2,7 +2,7 @@ import polars as pl
 import pytest
 
 from ehrxqa_pipeline.sources.images import IMAGE_SCHEMA, image_partitions, image_relpath_expr, list_images
-from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, image_relpath
+from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, MIMIC_CXR, image_relpath, release_path
 
 from .conftest import IMAGES
 
@@ -19,7 +19,7 @@ def test_list_images(source):
 
 
 def test_prefix_and_strays(source):
-    files = source.root / CXR_FILES_DIR
+    files = source.root / release_path(MIMIC_CXR, CXR_FILES_DIR)
     (files / "index.html").write_text("x")
     (files / "p11" / "p11000011" / "s50000003" / "notes.txt").write_text("x")
     (files / "p11" / "p11000011" / "README").write_text("x")

@@ -1,10 +1,14 @@
 import gzip
 import shutil
 
-from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, SEMANTICS_ATTRIBUTES, TABLES
+from ehrxqa_pipeline.sources.schema import (CXR_FILES_DIR, IMAGENOME, MIMIC_CXR, SEMANTICS_ATTRIBUTES, TABLES,
+                                            release_path)
 from ehrxqa_pipeline.sources.validate import validate_source
 
 from .conftest import IMAGES
+
+ATTRIBUTES_FILE = release_path(IMAGENOME, SEMANTICS_ATTRIBUTES)
+IMAGES_DIR = release_path(MIMIC_CXR, CXR_FILES_DIR)
 
 PATIENTS = "mimiciv/2.2/hosp/patients.csv.gz"
 META = "mimic-cxr-jpg/2.0.0/mimic-cxr-2.0.0-metadata.csv.gz"
@@ -154,7 +158,7 @@ def test_few_unknown_ids_only_warn(source):
     bbox += [dict(bbox[0], object_id=f"{m['dicom_id']}_right lung") for m in extra]
     bbox.append(dict(bbox[0], object_id="unknown0-1-2-3-4_right lung"))
     source.write("silver_bbox", bbox)
-    shutil.rmtree(source.root / CXR_FILES_DIR)
+    shutil.rmtree(source.root / IMAGES_DIR)
     report = validate_source(source.root)
     assert report.ok
     msgs = {p.column: p.message for p in report.warnings}
@@ -188,23 +192,23 @@ def test_cxr_subjects_versus_patients(source):
 
 def test_missing_image_files_warn(source):
     d, s, st, *_ = IMAGES[1]
-    (source.root / CXR_FILES_DIR / f"p{str(s)[:2]}/p{s}/s{st}/{d}.jpg").unlink()
+    (source.root / IMAGES_DIR / f"p{str(s)[:2]}/p{s}/s{st}/{d}.jpg").unlink()
     report = validate_source(source.root)
     p = _only(report, "warning")
-    assert p.file == CXR_FILES_DIR and p.message == "1 of 4 metadata images have no JPEG under files/"
+    assert p.file == IMAGES_DIR and p.message == "1 of 4 metadata images have no JPEG under files/"
     assert report.ok and report.stats["images_found"] == 3
 
 
 def test_bad_semantics_line(source):
-    (source.root / SEMANTICS_ATTRIBUTES).write_text("disease|yes|pneumonia\nnot a triple\n")
+    (source.root / ATTRIBUTES_FILE).write_text("disease|yes|pneumonia\nnot a triple\n")
     report = validate_source(source.root)
     p = _only(report, "error")
-    assert p.file == SEMANTICS_ATTRIBUTES and p.message.endswith("(line 2: 'not a triple')")
+    assert p.file == ATTRIBUTES_FILE and p.message.endswith("(line 2: 'not a triple')")
 
 
 def test_format_groups_problems(source):
     source.path("d_items").unlink()
-    shutil.rmtree(source.root / CXR_FILES_DIR)
+    shutil.rmtree(source.root / IMAGES_DIR)
     text = validate_source(source.root).format()
     assert text.index("Errors (1):") < text.index("Warnings (1):")
     assert "  - mimiciv/2.2/icu/d_items.csv[.gz]: file not found" in text
