@@ -6,9 +6,12 @@ from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
 from assets.metadata import table_result
 from assets.ingest import ingest_key
 from ehrxqa_pipeline import markdown, names
-from ehrxqa_pipeline.cxr import selection
+from ehrxqa_pipeline.cxr import downloads, selection
+from ehrxqa_pipeline.hashing import combine
 from ehrxqa_pipeline.cxr.integrity import JPEG_FAILURES, candidates_sql, check_images
+from ehrxqa_pipeline.release.digest import sha256_file
 from ehrxqa_pipeline.sources.images import images_dir
+from ehrxqa_pipeline.sources.schema import MIMIC_CXR
 from resources import PipelineConfig, Warehouse
 
 IMAGE_PARTITIONS = dg.StaticPartitionsDefinition([f"p{n}" for n in range(10, 20)])
@@ -16,6 +19,7 @@ RULES_KEY = dg.AssetKey([names.CXR_COHORT, "image_rules"])
 INTEGRITY_KEY = dg.AssetKey([names.CXR_COHORT, "image_integrity"])
 SILVER_KEY = dg.AssetKey([names.CXR_COHORT, "silver"])
 GOLD_KEY = dg.AssetKey([names.CXR_COHORT, "gold"])
+DOWNLOADS_KEY = dg.AssetKey([names.CXR_COHORT, "image_downloads"])
 COMMON = dict(group_name=names.CXR_COHORT, automation_condition=ON_CHANGE, pool=DUCKDB_POOL,
               op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"], kinds={"duckdb"})
 
@@ -30,6 +34,25 @@ def image_rules(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.M
         selection.build_image_rules(con)
         return table_result(context, con, f"{names.CXR_COHORT}.image_rules",
                             tables=[f"{names.CXR_COHORT}.box_width_stats"])
+
+
+@dg.asset(key=DOWNLOADS_KEY, code_version="1", deps=[RULES_KEY, ingest_key("gold_relations")],
+          description="Grain: one line per MIMIC-CXR-JPG image the build reads (rules 1-3 passed, or a gold "
+                      "image: the JPEG integrity candidates), known before any JPEG is read, so a user downloads "
+                      "only these. Files: EHRXQA_HOME/release/images/build.csv (dicom_id, subject_id, study_id, "
+                      "relpath) and build_urls.txt (PhysioNet URLs for wget -i). Source: cxr_cohort.image_rules, "
+                      "ingest.gold_relations.", **{**COMMON, "kinds": {"duckdb", "csv"}})
+def image_downloads(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
+    settings = pipeline_config.settings()
+    with warehouse.connect() as con:
+        images = downloads.build_images(con)
+    version = settings.layout().version(MIMIC_CXR)
+    paths = downloads.write_list(images, settings.release_dir / downloads.OUT_DIR, downloads.BUILD_LIST, version)
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(combine(*(sha256_file(p) for p in paths))),
+        metadata={"dagster/row_count": images.height, "path": dg.MetadataValue.path(str(paths[1])),
+                  "per_partition": dg.MetadataValue.json(dict(
+                      images.group_by(images["relpath"].str.slice(0, 3)).len().sort("relpath").rows()))})
 
 
 @dg.asset(key=INTEGRITY_KEY, code_version="1", deps=[RULES_KEY], partitions_def=IMAGE_PARTITIONS,
@@ -113,4 +136,4 @@ def cohorts(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, 
                                           "(see cxr_cohort.gold_rejected)")
 
 
-CXR_COHORT_ASSETS = [image_rules, image_integrity, cohorts]
+CXR_COHORT_ASSETS = [image_rules, image_downloads, image_integrity, cohorts]

@@ -8,17 +8,21 @@ import dagster as dg
 
 from assets import ehrxqa, mimic_cxr_vqa, vqa_scoring
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, RELEASE_ON_CHANGE
+from assets.cxr_cohort import DOWNLOADS_KEY
 from assets.cxr_cohort import GOLD_KEY as GOLD_COHORT_KEY
 from assets.cxr_cohort import SILVER_KEY as SILVER_COHORT_KEY
 from assets.ehr_db import DB_KEYS
 from assets.paraphrase import STATS_KEY as PARAPHRASE_STATS_KEY
+from assets.splits import SPLITS_KEY
 from assets.paraphrase import VALIDATED_KEY
 from assets.sources import HASH_CACHE
 from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.hashing import HashCache
 from ehrxqa_pipeline.paraphrase import review
 from ehrxqa_pipeline.atomic import write_text
+from ehrxqa_pipeline.cxr import downloads
 from ehrxqa_pipeline.release import datasheet, manifest, plots, tables
+from ehrxqa_pipeline.sources.schema import MIMIC_CXR
 from ehrxqa_pipeline.release.digest import sha256_file
 from resources import LLMResource, PipelineConfig, Warehouse
 
@@ -26,6 +30,7 @@ STATISTICS_KEY = dg.AssetKey([names.RELEASE, "statistics"])
 PLOTS_KEY = dg.AssetKey([names.RELEASE, "plots"])
 DATASHEET_KEY = dg.AssetKey([names.RELEASE, "datasheet"])
 MANIFEST_KEY = dg.AssetKey([names.RELEASE, "manifest"])
+IMAGES_KEY = dg.AssetKey([names.RELEASE, "images"])
 DATASHEET_FILE = "datasheet.md"
 COMMON = dict(group_name=names.RELEASE, automation_condition=RELEASE_ON_CHANGE, owners=["team:ehrxqa"])
 
@@ -34,7 +39,7 @@ COMMON = dict(group_name=names.RELEASE, automation_condition=RELEASE_ON_CHANGE, 
 RELEASE_INPUTS: list[dg.AssetKey] = [
     mimic_cxr_vqa.RELEASE_KEY, mimic_cxr_vqa.STATS_KEY, ehrxqa.RELEASE_KEY, ehrxqa.STATS_KEY, ehrxqa.CATALOG_KEY,
     DB_KEYS["silver"], DB_KEYS["gold"], PARAPHRASE_STATS_KEY, STATISTICS_KEY, PLOTS_KEY, DATASHEET_KEY,
-    vqa_scoring.SCORES_KEY,
+    vqa_scoring.SCORES_KEY, DOWNLOADS_KEY, IMAGES_KEY,
 ]
 
 
@@ -142,6 +147,26 @@ def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: Pipeli
                                           "path": dg.MetadataValue.path(str(path))})
 
 
+@dg.asset(key=IMAGES_KEY, code_version="1", deps=[SPLITS_KEY, GOLD_COHORT_KEY, DOWNLOADS_KEY],
+          kinds={"duckdb", "csv"},
+          description="Grain: one line per MIMIC-CXR-JPG image a split of the release uses, for partial "
+                      "downloads: MIMIC-CXR-VQA train / valid / test (test adds every gold-cohort image, which the "
+                      "EHRXQA test database draws from). Files: EHRXQA_HOME/release/images/{train,valid,test}.csv "
+                      "and *_urls.txt, and README.md over every list with the wget command. Source: splits.images, "
+                      "cxr_cohort.gold, the build list of cxr_cohort/image_downloads.", **COMMON)
+def release_images(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
+    settings = pipeline_config.settings()
+    with warehouse.connect() as con:
+        lists = downloads.split_images(con)
+    folder, version = settings.release_dir / downloads.OUT_DIR, settings.layout().version(MIMIC_CXR)
+    for split, frame in lists.items():
+        downloads.write_list(frame, folder, split, version)
+    path = downloads.write_readme(folder, version)
+    return dg.MaterializeResult(metadata={
+        "per_split": dg.MetadataValue.json({s: f.height for s, f in lists.items()}),
+        "readme": dg.MetadataValue.md(path.read_text()), "path": dg.MetadataValue.path(str(path))})
+
+
 @dg.asset(key=MANIFEST_KEY, code_version="1", deps=RELEASE_INPUTS, kinds={"json"},
           check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
                                          description="No absolute path of this machine (EHRXQA_HOME, the source "
@@ -204,4 +229,4 @@ def _stale_inputs(context: dg.AssetExecutionContext) -> dict[str, str]:
     return out_of_date(defs, context.instance, sorted(k for k in upstream if k in graph.materializable_asset_keys))
 
 
-RELEASE_ASSETS = [release_statistics, release_plots, release_datasheet, release_manifest]
+RELEASE_ASSETS = [release_statistics, release_plots, release_datasheet, release_images, release_manifest]

@@ -76,3 +76,29 @@ def test_jpeg_integrity_statuses(tmp_path):
     out = integrity.check_images(files, images, "p10")
     assert out["status"].to_list() == ["ok", "size_mismatch", "undecodable_jpeg", "missing_jpeg"]
     assert out["detail"][1] == "jpeg 30x40, metadata 31x40"
+
+
+def test_build_image_list_is_every_jpeg_the_build_reads(warehouse, tmp_path):
+    """The download list is written before any JPEG is read and names exactly the integrity candidates of
+    the ten top folders, each with its PhysioNet URL."""
+    from ehrxqa_pipeline.cxr import downloads
+
+    con, _ = warehouse
+    listed = downloads.build_images(con)
+    candidates = pl.concat([con.execute(integrity.candidates_sql(), [str(n)]).pl() for n in range(10, 20)])
+    assert sorted(listed["dicom_id"]) == sorted(candidates["dicom_id"]) and listed.height > 0
+    assert listed["relpath"].is_sorted() and listed["relpath"].is_unique().all()
+    frontal = con.execute("SELECT count(*) FROM cxr_cohort.image_rules WHERE frontal_view AND one_image_per_study "
+                          "AND max_20_studies").fetchone()[0]
+    gold_elsewhere = con.execute("""
+        SELECT count(DISTINCT replace(g.image_id, '.dcm', '')) FROM ingest.gold_relations g
+        JOIN cxr_cohort.image_rules r ON r.dicom_id = replace(g.image_id, '.dcm', '')
+        WHERE NOT (r.frontal_view AND r.one_image_per_study AND r.max_20_studies)""").fetchone()[0]
+    assert listed.height == frontal + gold_elsewhere
+    csv, urls = downloads.write_list(listed, tmp_path, downloads.BUILD_LIST, "2.0.0")
+    assert pl.read_csv(csv, schema_overrides={"dicom_id": pl.String}).equals(listed)
+    lines = urls.read_text().splitlines()
+    assert lines[0] == f"https://physionet.org/files/mimic-cxr-jpg/2.0.0/files/{listed['relpath'][0]}"
+    assert len(lines) == listed.height
+    readme = downloads.write_readme(tmp_path, "2.0.0").read_text()
+    assert f"| `build` | {listed.height:,} |" in readme and "-i build_urls.txt" in readme

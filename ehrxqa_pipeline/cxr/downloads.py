@@ -1,0 +1,100 @@
+"""Which MIMIC-CXR-JPG images to download: for the build, and per split of the release.
+
+MIMIC-CXR-JPG is about 570 GB; the build reads only the images that pass the metadata rules (frontal view,
+one image per study, StudyOrder <= 20: the JPEG integrity candidates, ``integrity.candidates_sql``) and the
+gold images. That list depends on the metadata and the Chest ImaGenome gold file only, so it is written
+before any JPEG is read: download the tables, build ``cxr_cohort/image_downloads`` (``ehrxqa build --select
+'+key:cxr_cohort/image_downloads'``), fetch the listed images, then build everything. Per split, the lists
+name the images each split of the release uses (MIMIC-CXR-VQA train / valid / test; the test list adds every
+gold-cohort image, which the EHRXQA test database draws from).
+
+Each list is a CSV (dicom_id, subject_id, study_id, relpath below ``files/``) and a URL file that wget
+takes (``wget -i``); file sizes are not published in the metadata, so none are listed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from ehrxqa_pipeline.atomic import write_text
+from ehrxqa_pipeline.cxr.integrity import candidates_sql
+from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, MIMIC_CXR, image_relpath_sql
+
+OUT_DIR = "images"  # below EHRXQA_HOME/release
+BUILD_LIST = "build"
+SPLITS = ("train", "valid", "test")
+COLUMNS = ("dicom_id", "subject_id", "study_id", "relpath")
+README = "README.md"
+
+
+def base_url(cxr_version: str) -> str:
+    return f"https://physionet.org/files/{MIMIC_CXR}/{cxr_version}/{CXR_FILES_DIR}/"
+
+
+def build_images(con: duckdb.DuckDBPyConnection, schema: str = "cxr_cohort") -> pl.DataFrame:
+    """Every image the build reads (the integrity candidates of all top folders), sorted by relpath."""
+    per_partition = candidates_sql(schema).replace("substr(subject_id::VARCHAR, 1, 2) = ?", "TRUE")
+    return con.execute(f"""
+        SELECT c.dicom_id, r.subject_id, r.study_id, c.relpath
+        FROM ({per_partition}) c JOIN {schema}.image_rules r USING (dicom_id)
+        ORDER BY c.relpath""").pl()
+
+
+def split_images(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
+    """Per split, the images the release uses: ``splits.images`` by split, plus every gold-cohort image in
+    test (the EHRXQA test database samples its patients' studies from the gold cohort)."""
+    relpath = image_relpath_sql(image="image_id")
+    out = {}
+    for split in SPLITS:
+        gold = (f" UNION SELECT image_id AS dicom_id, subject_id, study_id, {relpath} AS relpath "
+                f"FROM cxr_cohort.gold" if split == "test" else "")
+        out[split] = con.execute(f"""
+            SELECT image_id AS dicom_id, subject_id, study_id, {relpath} AS relpath
+            FROM splits.images WHERE split = ?{gold}
+            ORDER BY relpath""", [split]).pl()
+    return out
+
+
+def write_list(frame: pl.DataFrame, folder: Path, name: str, cxr_version: str) -> list[Path]:
+    """``<name>.csv`` and ``<name>_urls.txt`` under ``folder`` (written atomically)."""
+    csv = frame.select(COLUMNS).write_csv()
+    url = base_url(cxr_version)
+    urls = "".join(f"{url}{p}\n" for p in frame["relpath"].to_list())
+    return [write_text(folder / f"{name}.csv", csv), write_text(folder / f"{name}_urls.txt", urls)]
+
+
+def readme(cxr_version: str, counts: dict[str, int]) -> str:
+    lines = [
+        "# MIMIC-CXR-JPG images to download",
+        "",
+        f"Images below `{MIMIC_CXR}/{cxr_version}/{CXR_FILES_DIR}/` of the source root. Each list is a CSV "
+        "(dicom_id, subject_id, study_id, relpath) and a URL file.",
+        "",
+        "| list | images | what it is for |",
+        "|---|---:|---|",
+    ]
+    what = {BUILD_LIST: "every image the build reads: download these to build everything",
+            "train": "MIMIC-CXR-VQA train", "valid": "MIMIC-CXR-VQA valid (and the EHRXQA train/valid database)",
+            "test": "MIMIC-CXR-VQA test and every gold-cohort image (the EHRXQA test database)"}
+    lines += [f"| `{name}` | {n:,} | {what[name]} |" for name, n in counts.items()]
+    lines += [
+        "",
+        "Download with your PhysioNet credentials into the source root (PhysioNet's folder layout is kept):",
+        "",
+        "```",
+        "wget -N -c -x -nH --cut-dirs=1 --user YOUR_PHYSIONET_USER --ask-password \\",
+        f"     -P \"$EHRXQA_SOURCE_ROOT\" -i {BUILD_LIST}_urls.txt",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_readme(folder: Path, cxr_version: str) -> Path:
+    """The README over every list present in ``folder`` (counts read back from the CSVs)."""
+    counts = {name: pl.scan_csv(folder / f"{name}.csv").select(pl.len()).collect().item()
+              for name in (BUILD_LIST, *SPLITS) if (folder / f"{name}.csv").is_file()}
+    return write_text(folder / README, readme(cxr_version, counts))
