@@ -21,7 +21,7 @@ from ehrxqa_pipeline.demo.ontology import semantics_files
 from ehrxqa_pipeline.demo.scale import SCALES, Scale
 from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, CXR_METADATA, DEMO_MANIFEST, TABLES
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"  # 2: zero-area silver boxes planted
 
 
 def resolve_scale(scale: str | Scale = "demo", patients: int | None = None,
