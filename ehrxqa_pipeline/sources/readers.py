@@ -23,8 +23,8 @@ from .schema import DATE_FORMAT, DATETIME_FORMAT, SourceFile
 
 __all__ = [
     "LARGE_GZIP_BYTES", "PARSE_ERROR", "POLARS_TYPES", "ROW", "TYPE_DESCRIPTIONS", "candidates", "cxr_study_datetime",
-    "parse_expr", "parse_failed", "read_failure", "read_header", "read_table", "relative", "resolve", "scan_raw",
-    "scan_table", "source_file", "verify_gzip",
+    "parse_error_expr", "parse_expr", "parse_failed", "read_failure", "read_header", "read_table", "relative",
+    "resolve", "scan_raw", "scan_table", "source_file", "verify_gzip",
 ]
 # Datetime columns accept "YYYY-MM-DD HH:MM:SS", with optional fractional seconds, or a bare date.
 _DATETIME_FORMATS = ("%Y-%m-%d %H:%M:%S%.f", DATE_FORMAT)
@@ -77,20 +77,24 @@ def parse_failed(column: str, type_: str) -> pl.Expr:
     return ((pl.col(column).str.strip_chars() != "") & parse_expr(column, type_).is_null()).fill_null(False)
 
 
-def _typed(lf: pl.LazyFrame, sf: SourceFile, columns: list[str]) -> pl.LazyFrame:
+def parse_error_expr(sf: SourceFile, columns: list[str]) -> pl.Expr:
+    """``"column='raw'"`` for the first of ``columns`` (raw Strings) whose value does not parse, else null."""
     types = sf.types
     errors = [(c, parse_failed(c, types[c])) for c in columns if types[c] != "str"]
-    if errors:
-        chain = pl.when(errors[0][1]).then(pl.lit(f"{errors[0][0]}='") + pl.col(errors[0][0]) + pl.lit("'"))
-        for c, failed in errors[1:]:
-            chain = chain.when(failed).then(pl.lit(f"{c}='") + pl.col(c) + pl.lit("'"))
-        error_expr = chain.otherwise(pl.lit(None, pl.String))
-    else:
-        error_expr = pl.lit(None, pl.String)
+    if not errors:
+        return pl.lit(None, pl.String).alias(PARSE_ERROR)
+    chain = pl.when(errors[0][1]).then(pl.lit(f"{errors[0][0]}='") + pl.col(errors[0][0]) + pl.lit("'"))
+    for c, failed in errors[1:]:
+        chain = chain.when(failed).then(pl.lit(f"{c}='") + pl.col(c) + pl.lit("'"))
+    return chain.otherwise(pl.lit(None, pl.String)).alias(PARSE_ERROR)
+
+
+def _typed(lf: pl.LazyFrame, sf: SourceFile, columns: list[str]) -> pl.LazyFrame:
+    types = sf.types
     return lf.select(
         *[parse_expr(c, types[c]).alias(c) for c in columns],
         pl.col(ROW).cast(pl.Int64),
-        error_expr.alias(PARSE_ERROR),
+        parse_error_expr(sf, columns),
     )
 
 
