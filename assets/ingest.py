@@ -55,6 +55,8 @@ def _ingest_asset(contract: Contract) -> dg.AssetsDefinition:
         context.log.info(f"{table}: {result.rows} rows kept, {result.rejected} quarantined {result.reasons}"
                          + (f", {result.out_of_scope_rows} out of scope {result.out_of_scope}"
                             if result.out_of_scope else ""))
+        if result.quoting:
+            context.log.warning(f"{table}: {result.quoting}")
         return dg.MaterializeResult(
             data_version=dg.DataVersion(combine(source_digest, running_code_version(context))),
             metadata={
@@ -64,6 +66,7 @@ def _ingest_asset(contract: Contract) -> dg.AssetsDefinition:
                 "rejected_by_reason": dg.MetadataValue.json(result.reasons),
                 "out_of_scope_rows": result.out_of_scope_rows,
                 "out_of_scope_by_reason": dg.MetadataValue.json(result.out_of_scope),
+                "quoting": "literal: " + result.quoting if result.quoting else "standard",
             })
 
     return _asset

@@ -17,6 +17,7 @@ import duckdb
 
 from ehrxqa_pipeline.contracts import Contract, reason_expr, split_reasons
 from ehrxqa_pipeline.names import rejected
+from ehrxqa_pipeline.sources.files import quoting
 from ehrxqa_pipeline.sources.readers import scan_table
 
 HELPER_COLUMNS = ("_row", "_parse_error", "_reason", "reason")
@@ -30,6 +31,7 @@ class IngestResult:
     reasons: dict[str, int]  # quarantine reason -> rows
     columns: list[tuple[str, str]]  # (name, DuckDB type) of the ingested table
     out_of_scope: dict[str, int] = field(default_factory=dict)  # out_of_scope:<rule> -> rows (not bad input)
+    quoting: str | None = None  # why quotes were read as ordinary characters (sources.files.quoting), if so
 
     @property
     def out_of_scope_rows(self) -> int:
@@ -88,4 +90,5 @@ def ingest_table(con: duckdb.DuckDBPyConnection, root: Path, contract: Contract,
         "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
         "AND table_name = ? ORDER BY ordinal_position", [schema, table]).fetchall()]
     quarantined, out_of_scope = split_reasons(reasons)
-    return IngestResult(table, rows, sum(quarantined.values()), quarantined, columns, out_of_scope)
+    return IngestResult(table, rows, sum(quarantined.values()), quarantined, columns, out_of_scope,
+                        quoting(root, table).reason)

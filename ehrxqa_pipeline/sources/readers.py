@@ -17,14 +17,14 @@ from pathlib import Path
 import polars as pl
 
 from .errors import SourceError
-from .files import (_FIX_REDOWNLOAD, LARGE_GZIP_BYTES, candidates, read_header, relative, resolve, scan_raw,
-                    source_file, verify_gzip)
+from .files import (_FIX_REDOWNLOAD, LARGE_GZIP_BYTES, candidates, quoting, read_header, relative, resolve,
+                    scan_raw, source_file, verify_gzip)
 from .schema import DATE_FORMAT, DATETIME_FORMAT, SourceFile
 
 __all__ = [
     "LARGE_GZIP_BYTES", "PARSE_ERROR", "POLARS_TYPES", "ROW", "TYPE_DESCRIPTIONS", "candidates", "cxr_study_datetime",
     "parse_error_expr", "parse_expr", "parse_failed", "read_failure", "read_header", "read_table", "relative",
-    "resolve", "scan_raw", "scan_table", "source_file", "verify_gzip",
+    "quoting", "resolve", "scan_raw", "scan_table", "source_file", "verify_gzip",
 ]
 # Datetime columns accept "YYYY-MM-DD HH:MM:SS", with optional fractional seconds, or a bare date.
 _DATETIME_FORMATS = ("%Y-%m-%d %H:%M:%S%.f", DATE_FORMAT)
@@ -133,6 +133,9 @@ def read_failure(root: Path, name: str, exc: Exception) -> SourceError:
     sf = source_file(name)
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     kind = "TSV" if sf.sep == "\t" else "CSV"
+    mode = quoting(root, name)
+    if mode.literal:  # the standard reading failed as well: the file needs both
+        first += f"; {mode.reason}, and read so it fails too"
     return SourceError(relative(root, resolve(root, name)), f"cannot be read as {kind} ({first})",
                        fix=_FIX_REDOWNLOAD.replace("; 'gzip -t FILE' confirms the damage", "")
                        + "; rows with a wrong number of fields or broken quoting are the usual cause")

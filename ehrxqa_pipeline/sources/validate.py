@@ -29,6 +29,7 @@ from ehrxqa_pipeline.contracts import ContractError, load_contract, reason_expr,
 
 from . import readers
 from .errors import SourceError
+from .files import quoting
 from .readers import PARSE_ERROR, POLARS_TYPES, ROW, TYPE_DESCRIPTIONS, parse_error_expr, parse_expr, parse_failed
 from .report import Problem, ValidationReport
 from .validate_ids import UNKNOWN_ID_ERROR_FRACTION, IdChecks
@@ -109,6 +110,11 @@ class _Validator(IdChecks):
             self.report.problems.append(Problem.from_error(readers.read_failure(self.root, sf.name, exc)))
             return
         entry["rows"] = rows[sf.name] = n
+        mode = quoting(self.root, sf.name)
+        if mode.literal:
+            self.add("warning", rel, f"{mode.reason}; {n:,} rows read", "none needed: ingestion reads the file "
+                     "the same way; to restore standard quoting, quote such fields as pandas' to_csv does "
+                     "(\"...\" with inner quotes doubled)")
         for column, (count, row, value) in bad.items():
             self.report.problems.append(Problem.from_error(SourceError(
                 rel, f"column '{column}' has a value that is not {TYPE_DESCRIPTIONS[sf.types[column]]}",
