@@ -18,7 +18,7 @@ from ehrxqa_pipeline.sources.errors import SourceError
 from ehrxqa_pipeline.sources.readers import resolve
 from resources import PipelineConfig, Warehouse
 
-INGEST_VERSION = "1"  # bump when ingest_table's behaviour changes
+INGEST_VERSION = "2"  # bump when ingest_table's behaviour changes (2: out-of-scope rows counted apart)
 
 CONTRACTS: list[Contract] = [load_contract(p.stem.replace(".", "/"))
                              for p in sorted(CONTRACTS_DIR.glob(f"{names.INGEST}.*.yaml"))]
@@ -37,7 +37,7 @@ def _ingest_asset(contract: Contract) -> dg.AssetsDefinition:
               op_tags=DUCKDB_TAGS, kinds={"duckdb", "polars"}, owners=["team:ehrxqa"],
               description=f"{contract.grain.capitalize()}. Grain: {contract.grain}. Source: "
                           f"SOURCE_ROOT/{contract.source}. Refused rows: {names.INGEST}."
-                          f"{names.rejected(table)} with a reason.",
+                          f"{names.rejected(table)} with a reason (bad input, or out_of_scope:<rule>).",
               metadata={"table": f"{names.INGEST}.{table}", "contract": str(contract.path.name)})
     def _asset(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
                warehouse: Warehouse) -> dg.MaterializeResult:
@@ -52,7 +52,11 @@ def _ingest_asset(contract: Contract) -> dg.AssetsDefinition:
                 resolve(settings.layout(), table))
         except SourceError as e:
             raise dg.Failure(description=str(e)) from None
-        context.log.info(f"{table}: {result.rows} rows kept, {result.rejected} quarantined {result.reasons}")
+        context.log.info(f"{table}: {result.rows} rows kept, {result.rejected} quarantined {result.reasons}"
+                         + (f", {result.out_of_scope_rows} out of scope {result.out_of_scope}"
+                            if result.out_of_scope else ""))
+        if result.quoting:
+            context.log.warning(f"{table}: {result.quoting}")
         return dg.MaterializeResult(
             data_version=dg.DataVersion(combine(source_digest, running_code_version(context))),
             metadata={
@@ -60,6 +64,9 @@ def _ingest_asset(contract: Contract) -> dg.AssetsDefinition:
                 "source_rows": result.source_rows,
                 "rejected_rows": result.rejected,
                 "rejected_by_reason": dg.MetadataValue.json(result.reasons),
+                "out_of_scope_rows": result.out_of_scope_rows,
+                "out_of_scope_by_reason": dg.MetadataValue.json(result.out_of_scope),
+                "quoting": "literal: " + result.quoting if result.quoting else "standard",
             })
 
     return _asset

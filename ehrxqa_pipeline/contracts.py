@@ -1,9 +1,15 @@
 """Data contracts (data_contracts/*.yaml): loading, and the rules generated from them.
 
-A contract states an asset's grain, columns (type, nullability, allowed values, range), keys, row rules
-and foreign keys. From it come (1) the quarantine reason of each source row (`reason_expr`), (2) the Great
-Expectations suite of the blocking contract check (`gx_expectations`) and (3) the SQL of the key and
-foreign-key checks (`ehrxqa_pipeline.quality`).
+A contract states an asset's grain, columns (type, nullability, allowed values, range), keys, row rules,
+scope rules and foreign keys. From it come (1) the reason each refused source row gets (`reason_expr`),
+(2) the Great Expectations suite of the blocking contract check (`gx_expectations`) and (3) the SQL of the
+key, rule and foreign-key checks (`ehrxqa_pipeline.quality`).
+
+Two kinds of refusal, both written to ``<table>_rejected`` with their reason: a row that breaks a column
+rule or a row rule is bad input (quarantined; its share is limited by ``max_rejected_fraction``); a valid
+row that fails a scope rule is out of scope (``out_of_scope:<rule>``: real data the pipeline does not use,
+e.g. Chest ImaGenome categories other than the six of the builders), counted separately and never against
+the limit.
 """
 
 from __future__ import annotations
@@ -46,6 +52,26 @@ class RowRule:
 
 
 @dataclass(frozen=True)
+class ScopeRule:
+    name: str
+    sql: str  # a condition every row the pipeline uses satisfies (polars SQL; null counts as in scope)
+    why: str = ""
+
+
+OUT_OF_SCOPE = "out_of_scope:"
+
+
+def is_out_of_scope(reason: str) -> bool:
+    return reason.startswith(OUT_OF_SCOPE)
+
+
+def split_reasons(reasons: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+    """(quarantine reasons, out-of-scope reasons) of a reason -> count mapping."""
+    return ({r: n for r, n in reasons.items() if not is_out_of_scope(r)},
+            {r: n for r, n in reasons.items() if is_out_of_scope(r)})
+
+
+@dataclass(frozen=True)
 class ForeignKey:
     columns: tuple[str, ...]
     references: str
@@ -65,6 +91,7 @@ class Contract:
     max_rejected_fraction: float = 0.0
     why_max_rejected: str = ""
     row_rules: tuple[RowRule, ...] = ()
+    scope: tuple[ScopeRule, ...] = ()
     foreign_keys: tuple[ForeignKey, ...] = ()
     path: Path | None = field(default=None, compare=False)
 
@@ -110,6 +137,7 @@ def parse_contract(raw: dict, path: Path | None = None) -> Contract:
             max_rejected_fraction=float(raw.get("max_rejected_fraction", 0.0)),
             why_max_rejected=raw.get("why_max_rejected", ""),
             row_rules=tuple(RowRule(r["name"], r["sql"], r.get("why", "")) for r in raw.get("row_rules") or ()),
+            scope=tuple(ScopeRule(r["name"], r["sql"], r.get("why", "")) for r in raw.get("scope") or ()),
             foreign_keys=tuple(
                 ForeignKey(tuple(f["columns"]), f["references"], tuple(f["ref_columns"]),
                            float(f.get("max_orphan_fraction", 0.0)), f.get("why", ""))
@@ -129,10 +157,12 @@ def load_contract(asset: str, directory: Path = CONTRACTS_DIR) -> Contract:
 
 
 def reason_expr(contract: Contract, present: list[str] | None = None) -> pl.Expr:
-    """The quarantine reason of a typed source row (null when the row is valid).
+    """The refusal reason of a typed source row (null when the row is valid and in scope).
 
     Expects the reader's ``_parse_error`` column ("column='raw value'"); the first failing rule wins, in
-    contract order: parse error, nulls, allowed values, ranges, row rules.
+    contract order: parse error, nulls, allowed values, ranges, row rules, then scope rules
+    (``out_of_scope:<name>``) -- so only an otherwise valid row is out of scope, and bad input stays bad
+    input whatever its scope.
     """
     present_set = set(present) if present is not None else None
     failures: list[tuple[pl.Expr, pl.Expr]] = [(
@@ -153,6 +183,8 @@ def reason_expr(contract: Contract, present: list[str] | None = None) -> pl.Expr
             failures.append((col > pl.lit(c.max, dtype=POLARS_TYPES[c.type]), pl.lit(f"out_of_range:{c.name}")))
     for rule in contract.row_rules:
         failures.append((~pl.sql_expr(rule.sql).fill_null(True), pl.lit(rule.name)))
+    for rule in contract.scope:
+        failures.append((~pl.sql_expr(rule.sql).fill_null(True), pl.lit(OUT_OF_SCOPE + rule.name)))
     expr = pl.when(failures[0][0]).then(failures[0][1])
     for cond, reason in failures[1:]:
         expr = expr.when(cond).then(reason)

@@ -1,20 +1,23 @@
 """Source file -> typed DuckDB table, with refused rows quarantined under a reason.
 
-The reader's lazy scan is typed, tagged with each row's quarantine reason (contract rules), streamed to a
+The reader's lazy scan is typed, tagged with each row's refusal reason (contract rules), streamed to a
 Parquet staging file, then loaded into DuckDB where duplicate keys are found. Valid rows go to
 ``<group>.<table>`` and refused rows to ``<group>.<table>_rejected`` in one transaction, so a failure
-leaves the previous materialization intact and readers never see half a table.
+leaves the previous materialization intact and readers never see half a table. Refused rows are either
+bad input (quarantined) or out of scope (``out_of_scope:<rule>``, a contract scope rule); the result
+counts the two apart.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
-from ehrxqa_pipeline.contracts import Contract, reason_expr
+from ehrxqa_pipeline.contracts import Contract, reason_expr, split_reasons
 from ehrxqa_pipeline.names import rejected
+from ehrxqa_pipeline.sources.files import quoting
 from ehrxqa_pipeline.sources.readers import scan_table
 
 HELPER_COLUMNS = ("_row", "_parse_error", "_reason", "reason")
@@ -24,13 +27,19 @@ HELPER_COLUMNS = ("_row", "_parse_error", "_reason", "reason")
 class IngestResult:
     table: str
     rows: int
-    rejected: int
-    reasons: dict[str, int]
+    rejected: int  # quarantined: bad input
+    reasons: dict[str, int]  # quarantine reason -> rows
     columns: list[tuple[str, str]]  # (name, DuckDB type) of the ingested table
+    out_of_scope: dict[str, int] = field(default_factory=dict)  # out_of_scope:<rule> -> rows (not bad input)
+    quoting: str | None = None  # why quotes were read as ordinary characters (sources.files.quoting), if so
+
+    @property
+    def out_of_scope_rows(self) -> int:
+        return sum(self.out_of_scope.values())
 
     @property
     def source_rows(self) -> int:
-        return self.rows + self.rejected
+        return self.rows + self.rejected + self.out_of_scope_rows
 
 
 def quote(name: str) -> str:
@@ -80,4 +89,6 @@ def ingest_table(con: duckdb.DuckDBPyConnection, root: Path, contract: Contract,
     columns = [(r[0], r[1]) for r in con.execute(
         "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
         "AND table_name = ? ORDER BY ordinal_position", [schema, table]).fetchall()]
-    return IngestResult(table, rows, sum(reasons.values()), reasons, columns)
+    quarantined, out_of_scope = split_reasons(reasons)
+    return IngestResult(table, rows, sum(quarantined.values()), quarantined, columns, out_of_scope,
+                        quoting(root, table).reason)

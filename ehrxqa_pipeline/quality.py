@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from ehrxqa_pipeline.contracts import DUCKDB_TYPES, Contract, gx_expectations
+from ehrxqa_pipeline.contracts import DUCKDB_TYPES, OUT_OF_SCOPE, Contract, gx_expectations
 from ehrxqa_pipeline.ingest import quote
 from ehrxqa_pipeline.names import rejected
 
@@ -35,6 +35,8 @@ def _columns(con, schema: str, table: str) -> dict[str, str]:
 
 
 def check_types_and_keys(con, contract: Contract) -> CheckOutcome:
+    """Column types, key uniqueness, and every row rule and scope rule on every ingested row (DuckDB SQL:
+    the rules' conditions are plain SQL that polars and DuckDB read alike; null counts as satisfied)."""
     schema, table = contract.group, contract.table
     actual = _columns(con, schema, table)
     problems = [f"{c.name}: expected {DUCKDB_TYPES[c.type]}, found {actual.get(c.name, 'missing')}"
@@ -45,20 +47,35 @@ def check_types_and_keys(con, contract: Contract) -> CheckOutcome:
         duplicates = _count(con, f"SELECT count(*) - count(DISTINCT ({key})) FROM {schema}.{quote(table)}")
         if duplicates:
             problems.append(f"{duplicates} duplicate values of key ({key})")
-    return CheckOutcome(not problems, {"problems": problems, "duplicate_keys": duplicates},
-                        "; ".join(problems) or "types and keys as contracted")
+    rules = [(r.name, r.sql) for r in contract.row_rules] + [(OUT_OF_SCOPE + r.name, r.sql) for r in contract.scope]
+    violations = {}
+    if rules and not problems:
+        counts = con.execute("SELECT " + ", ".join(f"count(*) FILTER (WHERE NOT coalesce(({sql}), TRUE))"
+                                                   for _, sql in rules)
+                             + f" FROM {schema}.{quote(table)}").fetchone()
+        violations = {name: n for (name, _), n in zip(rules, counts) if n}
+        problems += [f"{n} ingested rows break rule {name}" for name, n in violations.items()]
+    return CheckOutcome(not problems, {"problems": problems, "duplicate_keys": duplicates,
+                                       "rule_violations": violations},
+                        "; ".join(problems) or "types, keys and rules as contracted")
 
 
 def check_quarantine(con, contract: Contract) -> CheckOutcome:
+    """The share of bad input among the rows in scope stays under the limit. Out-of-scope rows (also in the
+    rejected table, reason ``out_of_scope:<rule>``) are reported apart and count neither way."""
     schema, table = contract.group, contract.table
     kept = _count(con, f"SELECT count(*) FROM {schema}.{quote(table)}")
-    refused = _count(con, f"SELECT count(*) FROM {schema}.{quote(rejected(table))}")
+    refused, out_of_scope = con.execute(
+        f"SELECT count(*) FILTER (WHERE NOT starts_with(reason, ?)), count(*) FILTER (WHERE starts_with(reason, ?)) "
+        f"FROM {schema}.{quote(rejected(table))}", [OUT_OF_SCOPE, OUT_OF_SCOPE]).fetchone()
     share = refused / (kept + refused) if kept + refused else 0.0
     passed = share <= contract.max_rejected_fraction
+    skipped = f"; {out_of_scope} rows out of scope, not counted" if out_of_scope else ""
     return CheckOutcome(passed, {"rejected_rows": refused, "rejected_fraction": round(share, 6),
-                                 "max_rejected_fraction": contract.max_rejected_fraction},
+                                 "max_rejected_fraction": contract.max_rejected_fraction,
+                                 "out_of_scope_rows": out_of_scope},
                         f"{refused} of {kept + refused} rows quarantined ({share:.4%}); limit "
-                        f"{contract.max_rejected_fraction:.2%}: {contract.why_max_rejected}")
+                        f"{contract.max_rejected_fraction:.2%}: {contract.why_max_rejected}{skipped}")
 
 
 def check_foreign_keys(con, contract: Contract) -> CheckOutcome:

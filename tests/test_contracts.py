@@ -26,7 +26,7 @@ def test_contract_matches_schema(asset):
     assert set(c.primary_key) <= set(spec.types)
     for fk in c.foreign_keys:
         assert fk.references in TABLES and fk.why
-    for rule in c.row_rules:
+    for rule in (*c.row_rules, *c.scope):
         pl.sql_expr(rule.sql)  # parses
         assert rule.why
     assert c.grain and c.why_max_rejected
@@ -72,3 +72,20 @@ def test_malformed_contract_names_file_and_entry(tmp_path):
         parse_contract({"asset": "ingest/x", "source": "s", "columns": {}}, tmp_path / "x.yaml")
     with pytest.raises(ContractError, match="column 'a' has unknown type 'blob'"):
         parse_contract({"asset": "ingest/x", "grain": "g", "source": "s", "columns": {"a": {"type": "blob"}}})
+
+
+def test_scope_rule_comes_after_every_validity_rule():
+    c = load_contract("ingest/silver_relations")
+    df = _frame(study_id=[50000001] * 4, image_id=["a.dcm"] * 4, row_id=["a|1"] * 4, bbox=["left lung"] * 4,
+                relation=[1, 1, 1, 5], label_name=["x"] * 4,
+                categoryID=["disease", "texture", "no such category", "temporal"], sent_loc=[1.0] * 4)
+    assert df.with_columns(reason_expr(c, df.columns))["_reason"].to_list() == [
+        None, "out_of_scope:builder_category", "not_allowed:categoryID", "not_allowed:relation"]
+
+
+def test_scope_rules_parse():
+    c = parse_contract({"asset": "ingest/x", "grain": "g", "source": "s", "columns": {"a": {"type": "int"}},
+                        "scope": [{"name": "small", "sql": "a < 3", "why": "w"}]})
+    assert [(r.name, r.sql, r.why) for r in c.scope] == [("small", "a < 3", "w")]
+    df = _frame(a=[1, 5, None])
+    assert df.with_columns(reason_expr(c, df.columns))["_reason"].to_list() == [None, "out_of_scope:small", None]

@@ -61,3 +61,22 @@ def test_failed_reingest_keeps_previous_table(source_copy, tmp_path):
     with pytest.raises(SourceError, match="d_labitems"):
         ingest_table(con, root, load_contract("ingest/d_labitems"), tmp_path)
     assert con.execute("SELECT count(*) FROM ingest.d_labitems").fetchone() == (manifest["rows"]["d_labitems"],)
+
+
+def test_zero_area_boxes_kept_negative_extent_quarantined(source_copy, tmp_path):
+    root, manifest = source_copy
+    path = resolve(root, "silver_bbox")
+    fields = read_text(path).splitlines()[1].split("\t")
+
+    def box(name, x1, y1, x2, y2):
+        return "\t".join([f"ffff-0-0-0-0_{name}", str(x1), str(y1), str(x2), str(y2), str(x2 - x1), str(y2 - y1),
+                          name, *fields[8:]])
+
+    _append_lines(path, [box("trachea", 100, 50, 100, 90),     # width 0: kept
+                         box("carina", 100, 80, 130, 80),      # height 0: kept
+                         box("spine", 120, 40, 90, 200)])      # x2 < x1: quarantined
+    con = duckdb.connect()
+    res = ingest_table(con, root, load_contract("ingest/silver_bbox"), tmp_path)
+    assert res.reasons == {"negative_extent": 1}
+    assert res.rows == manifest["rows"]["silver_bbox"] + 2
+    assert con.execute("SELECT object_id FROM ingest.silver_bbox_rejected").fetchall() == [("ffff-0-0-0-0_spine",)]

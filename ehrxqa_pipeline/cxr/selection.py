@@ -9,9 +9,12 @@ an image fails is its drop reason. Rules, in funnel order:
                           (study datetime, study_id) -- the published rank ties equal datetimes and counts
                           lateral-only studies (docs/deviations.md).
 4. ``has_36_boxes``       exactly the 36 detector boxes in the silver box file; an image absent from the
-                          box file fails too (the published script lets it through).
+                          box file fails too (the published script lets it through). Zero-area boxes
+                          (width or height 0) count, as published; a box with negative extent was
+                          quarantined at ingest (``negative_extent``), so its image has 35 here.
 5. ``box_width_within_3sd`` every box width within mean +- 3 sample sd of that box over the images that
-                          passed rules 1-4 (not over the whole file).
+                          passed rules 1-4 (not over the whole file); zero widths enter the statistics
+                          and are judged like any other width, as published.
 6. ``not_gold_patient``   (silver only) patients of the gold set are held out for the test set.
 
 Gold cohort: gold patients' images after rules 1-3, where the gold-annotated image replaces the image

@@ -6,6 +6,9 @@ by the share of their studies with any affirmed finding (0, (0, 1/3], (1/3, 2/3]
 within a stratum by the step's own generator, and the valid quota -- ``round(N * valid_fraction)``, at least
 one patient when there are two or more -- is shared among the strata in proportion to their sizes (largest
 remainder), so even a small source gets a valid split. Gold images are the test split.
+
+CTR / MTR come from ``cxr.ratios`` (test images: gold boxes, silver where gold gives none); every null ratio
+of ``splits.images`` has a row in ``splits.ratio_gaps`` with the reason of each box set tried.
 """
 
 from __future__ import annotations
@@ -52,8 +55,10 @@ def _quotas(sizes: np.ndarray, fraction: float) -> np.ndarray:
 
 
 def build_splits(con, seed: int, valid_fraction: float = VALID_FRACTION) -> dict:
-    """Create splits.images (one row per labelled image with split, view, sex, path, CTR/MTR, abnormal)
-    and splits.images_rejected (cohort images without any label row: reason no_labels)."""
+    """Create splits.images (one row per labelled image with split, view, sex, path, CTR/MTR, abnormal),
+    splits.images_rejected (cohort images without any label row: reason no_labels) and splits.ratio_gaps
+    (one row per image x null ratio: silver_reason, and gold_reason for test images; ``no_boxes`` where the
+    box set has none of the ratio boxes)."""
     from ehrxqa_pipeline.cxr.ratios import GOLD_BOXES_SQL, SILVER_BOXES_SQL, ratios_sql
     from ehrxqa_pipeline.sources.schema import image_relpath_sql
 
@@ -63,6 +68,8 @@ def build_splits(con, seed: int, valid_fraction: float = VALID_FRACTION) -> dict
                AS abnormal
         FROM cxr_cohort.silver c JOIN cxr_labels.silver_images USING (image_id)""").pl()
     con.register("_assign", assign_patient_splits(silver, seed, valid_fraction))
+    for name, boxes in (("_silver_ratios", SILVER_BOXES_SQL), ("_gold_ratios", GOLD_BOXES_SQL)):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {ratios_sql(boxes)}")
     con.execute(f"""
     CREATE OR REPLACE TABLE splits.images AS
     WITH labelled AS (
@@ -70,9 +77,7 @@ def build_splits(con, seed: int, valid_fraction: float = VALID_FRACTION) -> dict
         JOIN cxr_labels.silver_images USING (image_id) JOIN _assign a USING (subject_id)
         UNION ALL
         SELECT c.*, 'test', 'gold' FROM cxr_cohort.gold c
-        JOIN cxr_labels.gold_images USING (image_id) WHERE c.study_order = 1),
-    silver_ratios AS ({ratios_sql(SILVER_BOXES_SQL)}),
-    gold_ratios AS ({ratios_sql(GOLD_BOXES_SQL)})
+        JOIN cxr_labels.gold_images USING (image_id) WHERE c.study_order = 1)
     SELECT l.image_id, l.subject_id, l.study_id, l.split, l.view_position, p.gender,
            {image_relpath_sql('l.subject_id', 'l.study_id', 'l.image_id')} AS image_path,
            -- test images use the radiologist-corrected gold boxes, silver boxes where a gold box is missing
@@ -82,9 +87,21 @@ def build_splits(con, seed: int, valid_fraction: float = VALID_FRACTION) -> dict
              OR EXISTS (SELECT 1 FROM cxr_labels.gold x WHERE x.image_id = l.image_id AND l.label_set = 'gold')
              AS abnormal
     FROM labelled l LEFT JOIN ingest.patients p USING (subject_id)
-    LEFT JOIN silver_ratios s USING (image_id) LEFT JOIN gold_ratios g USING (image_id)
+    LEFT JOIN _silver_ratios s USING (image_id) LEFT JOIN _gold_ratios g USING (image_id)
     ORDER BY CASE l.split WHEN 'train' THEN 0 WHEN 'valid' THEN 1 ELSE 2 END, l.subject_id, l.study_order""")
     con.unregister("_assign")
+    con.execute("""
+    CREATE OR REPLACE TABLE splits.ratio_gaps AS
+    SELECT i.image_id, i.split, r.ratio, coalesce(r.silver_reason, 'no_boxes') AS silver_reason,
+           CASE WHEN i.split = 'test' THEN coalesce(r.gold_reason, 'no_boxes') END AS gold_reason
+    FROM splits.images i
+    LEFT JOIN _silver_ratios s USING (image_id) LEFT JOIN _gold_ratios g USING (image_id),
+    LATERAL (SELECT 'ctr' AS ratio, s.ctr_reason AS silver_reason, g.ctr_reason AS gold_reason, i.ctr AS value
+             UNION ALL SELECT 'mtr', s.mtr_reason, g.mtr_reason, i.mtr) r
+    WHERE r.value IS NULL
+    ORDER BY i.image_id, r.ratio""")
+    con.execute("DROP TABLE _silver_ratios")
+    con.execute("DROP TABLE _gold_ratios")
     con.execute("""
     CREATE OR REPLACE TABLE splits.images_rejected AS
     SELECT image_id, subject_id, study_id, 'silver' AS cohort, 'no_labels' AS reason FROM cxr_cohort.silver
@@ -96,8 +113,12 @@ def build_splits(con, seed: int, valid_fraction: float = VALID_FRACTION) -> dict
     rows = con.execute("""SELECT split, count(*), count(DISTINCT subject_id), avg(abnormal::INT)
                           FROM splits.images GROUP BY split ORDER BY split""").fetchall()
     rejected = con.execute("SELECT count(*) FROM splits.images_rejected").fetchone()[0]
+    gaps: dict = {}
+    for ratio, reason, n in con.execute("SELECT ratio, silver_reason, count(*) FROM splits.ratio_gaps "
+                                        "GROUP BY ALL ORDER BY ALL").fetchall():
+        gaps.setdefault(ratio, {})[reason] = n
     return {"per_split": {r[0]: {"images": r[1], "patients": r[2], "abnormal_share": round(r[3], 4)}
-                          for r in rows}, "rejected_no_labels": rejected}
+                          for r in rows}, "rejected_no_labels": rejected, "null_ratios_by_reason": gaps}
 
 
 def patients_in_several_splits(con) -> int:

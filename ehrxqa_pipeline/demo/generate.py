@@ -19,9 +19,9 @@ from ehrxqa_pipeline.demo.imagenome import make_imagenome
 from ehrxqa_pipeline.demo.io import write_json, write_table
 from ehrxqa_pipeline.demo.ontology import semantics_files
 from ehrxqa_pipeline.demo.scale import SCALES, Scale
-from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, CXR_METADATA, DEMO_MANIFEST, IMAGENOME, MIMIC_CXR, TABLES, release_path
+from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, CXR_METADATA, DEMO_MANIFEST, MIMIC_CXR, TABLES, release_path
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"  # 2: zero-area silver boxes planted
 
 
 def resolve_scale(scale: str | Scale = "demo", patients: int | None = None,
@@ -68,7 +68,6 @@ def generate_source(out: Path, seed: int = 0, scale: str | Scale = "demo", patie
         counts[name] = df.height
     imagenome.tables.clear()
     for rel, data in semantics_files().items():
-        rel = release_path(IMAGENOME, rel)
         (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp / rel).write_bytes(data)
 

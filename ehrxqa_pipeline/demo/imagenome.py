@@ -6,7 +6,9 @@ every frontal image x 36 boxes; ``truth_findings`` every frontal image x affirme
 
 Planted defects are disjoint, so each selection rule drops exactly its own plants whatever the rule order:
 R4 (36 boxes) and R5 (width within mean +- 3 sd) defects sit only on images that would otherwise reach
-the silver cohort (one-per-study pick, StudyOrder <= 20, not a gold patient). The expected funnels come
+the silver cohort (one-per-study pick, StudyOrder <= 20, not a gold patient). Zero-area boxes (one box
+flattened to height 0, as the real detector output has them) sit on other such images, which must stay in
+the cohort: a zero-area box is still a box, and its width is natural. The expected funnels come
 from the generator's bookkeeping (which image is the pick, which study order it has), never from running
 the rules on the files; the R5 outliers are verified against the realised statistics because they move
 the very mean and sd that judge them.
@@ -71,6 +73,14 @@ def _outliers(rng, truth: np.ndarray, imgs: np.ndarray) -> tuple[np.ndarray, np.
     x1 = np.rint((cell[:, 0] + cell[:, 2]) / 2 - width / 2)
     silver[imgs, box, 0], silver[imgs, box, 2] = x1, x1 + width
     return fit_inside(silver), box, k * sign
+
+
+def _zero_area(rng, silver: np.ndarray, imgs: np.ndarray) -> np.ndarray:
+    """Flatten one box per image to height 0 (y2 = y1), keeping its width; only boxes that carry no ratio."""
+    eligible = np.array([i for i, b in enumerate(BOX_OBJECTS) if b not in RATIO_BOXES])
+    box = rng.choice(eligible, len(imgs))
+    silver[imgs, box, 3] = silver[imgs, box, 1]
+    return box
 
 
 def _verify_outliers(silver: np.ndarray, keep: np.ndarray, cohort: np.ndarray, out_img, out_box) -> dict:
@@ -158,6 +168,10 @@ def make_imagenome(seed: int, scale: Scale, cohort: Cohort, metadata: pl.DataFra
     cohort_mask = primary & (order <= MAX_STUDY_ORDER)
     cohort_mask[partial] = cohort_mask[absent] = False
     r5_check = _verify_outliers(silver, keep, cohort_mask, outlier, out_box)
+    # Their own generator, so the plants above (and everything downstream of them) do not move.
+    zrng = generator(seed, "imagenome.zero_area")
+    zero = _choose(zrng, np.setdiff1d(cand, pick), max(1, round(0.02 * len(cand))))
+    zero_box = _zero_area(zrng, silver, zero)
 
     rows_np, cols_np = fi["Rows"].to_numpy(), fi["Columns"].to_numpy()
     dicom = fi["dicom_id"]
@@ -202,6 +216,8 @@ def make_imagenome(seed: int, scale: Scale, cohort: Cohort, metadata: pl.DataFra
         "images_absent_from_bbox": len(absent), "width_outlier_images": len(outlier),
         "width_outliers_by_box": {BOX_OBJECTS[b]: int(c) for b, c in zip(*np.unique(out_box, return_counts=True))},
         "width_outlier_check": r5_check,
+        "zero_area_box_images": len(zero), "zero_area_boxes": len(zero_box),
+        "zero_area_boxes_by_box": {BOX_OBJECTS[b]: int(c) for b, c in zip(*np.unique(zero_box, return_counts=True))},
         "gold_patients": int(gold_img.sum()),
         "gold_image_not_r2_pick": int((gold_img & ~primary).sum()),
         "gold_bbox_images": len(gb), "gold_bbox_rows": gold_bbox.height,

@@ -18,7 +18,8 @@ import hashlib
 import json
 from functools import cache
 
-from ehrxqa_pipeline.sources.schema import SEMANTICS_ATTRIBUTES, SEMANTICS_OBJECTS, SEMANTICS_UMLS
+from ehrxqa_pipeline.sources.schema import (IMAGENOME, SEMANTICS_ATTRIBUTES, SEMANTICS_OBJECTS, SEMANTICS_UMLS,
+                                            release_path)
 
 SIDES = ("right", "left")
 
@@ -292,7 +293,7 @@ def semantics_files() -> dict[str, bytes]:
         "label_to_UMLS": {label: cui(label) for label in labels},
     }
     return {
-        SEMANTICS_OBJECTS: objects.encode(),
-        SEMANTICS_ATTRIBUTES: ("\n".join(lines) + "\n").encode(),
-        SEMANTICS_UMLS: (json.dumps(umls, indent=2) + "\n").encode(),
+        release_path(IMAGENOME, SEMANTICS_OBJECTS): objects.encode(),
+        release_path(IMAGENOME, SEMANTICS_ATTRIBUTES): ("\n".join(lines) + "\n").encode(),
+        release_path(IMAGENOME, SEMANTICS_UMLS): (json.dumps(umls, indent=2) + "\n").encode(),
     }

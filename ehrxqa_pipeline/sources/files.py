@@ -6,6 +6,14 @@ the uncompressed files, and a plain file scans without decompression); the valid
 
 Large gzip files (over ``LARGE_GZIP_BYTES`` compressed) are decompressed once into ``cache_dir`` when one
 is given, so repeated scans read a memory-mapped plain copy; the copy is keyed by path, size and mtime.
+
+Quotes in the tab-separated files (Chest ImaGenome): a field may begin with a quote that does not quote it
+(``"clear" lungs``), which the published reader (pandas) accepts and polars' standard reading refuses,
+while a field written by pandas' ``to_csv`` is properly quoted (``"the ""clear"" lungs"``, or one holding
+a tab) and needs quote handling. ``quoting`` decides per file version: standard quoting when no field
+starts with a quote or when the whole file parses with it, else quotes as ordinary characters
+(``Quoting.literal``, with the reason; the validator and ingestion report it). A file that needs both
+fails to read, naming the file.
 """
 
 from __future__ import annotations
@@ -14,9 +22,12 @@ import csv
 import gzip
 import hashlib
 import io
+import mmap
 import os
+import re
 import uuid
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -170,12 +181,60 @@ def _cached_plain(root: Path, path: Path, cache_dir: Path) -> Path:
     return target
 
 
+@dataclass(frozen=True)
+class Quoting:
+    """How a file's quotes are read: ``quote_char`` '"' (standard) or None (quotes are ordinary characters)."""
+    quote_char: str | None = '"'
+    reason: str | None = None  # why the standard reading was given up (the column polars names)
+
+    @property
+    def literal(self) -> bool:
+        return self.quote_char is None
+
+
+_STANDARD = Quoting()
+_quoting: dict[tuple[str, int, int], Quoting] = {}
+
+
+def _field_starts_with_quote(path: Path) -> bool:
+    """A byte scan (memchr speed): does any field of the tab-separated file begin with a quote?"""
+    if path.stat().st_size == 0:
+        return False
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        return mm[:1] == b'"' or mm.find(b'\t"') >= 0 or mm.find(b'\n"') >= 0
+
+
+def quoting(root: Path | SourceLayout, name: str) -> Quoting:
+    """The quoting ``scan_raw`` uses for table ``name`` (decided once per file version; see the module
+    docstring). Comma-separated and compressed files are always read with standard quoting."""
+    sf = source_file(name)
+    path = resolve(root, name)
+    if sf.sep != "\t" or path.name.endswith(".gz"):
+        return _STANDARD
+    state = _state(path)
+    if state not in _quoting:
+        mode = _STANDARD
+        if _field_starts_with_quote(path):
+            try:  # every column projected, so every field is parsed
+                pl.scan_csv(path, separator=sf.sep, infer_schema=False, encoding="utf8-lossy").select(
+                    pl.all().null_count()).collect(engine="streaming")
+            except pl.exceptions.PolarsError as exc:
+                column = re.search(r"at column '([^']*)'", str(exc))
+                where = f"a field of column '{column.group(1)}'" if column else "a field"
+                mode = Quoting(None, f"{where} starts with a quote that does not enclose it, so quotes are read "
+                                     "as ordinary characters in this file (the published pandas reader accepts "
+                                     "such fields too, dropping their quotes)")
+        _quoting[state] = mode
+    return _quoting[state]
+
+
 def scan_raw(root: Path | SourceLayout, name: str, cache_dir: Path | None = None, *,
              row_index_name: str | None = None) -> pl.LazyFrame:
     """Lazy scan of table ``name`` with every column as String (empty strings are null).
 
     The header is validated eagerly; a gzip file is verified by a streaming decompression the first
     time this process sees that version of it. ``row_index_name`` adds a 1-based UInt row number.
+    Quotes are read as ``quoting(root, name)`` says.
     """
     sf = source_file(name)
     root = as_layout(root)
@@ -190,4 +249,5 @@ def scan_raw(root: Path | SourceLayout, name: str, cache_dir: Path | None = None
                 verify_gzip(path, root)
                 _verified.add(state)
     return pl.scan_csv(path, separator=sf.sep, infer_schema=False, encoding="utf8-lossy",
+                       quote_char=quoting(root, name).quote_char,
                        row_index_name=row_index_name, row_index_offset=1)

@@ -18,14 +18,14 @@ import polars as pl
 
 from .errors import SourceError
 from .layout import as_layout
-from .files import (_FIX_REDOWNLOAD, LARGE_GZIP_BYTES, candidates, read_header, relative, resolve, scan_raw,
-                    source_file, verify_gzip)
+from .files import (_FIX_REDOWNLOAD, LARGE_GZIP_BYTES, candidates, quoting, read_header, relative, resolve,
+                    scan_raw, source_file, verify_gzip)
 from .schema import DATE_FORMAT, DATETIME_FORMAT, SourceFile
 
 __all__ = [
     "LARGE_GZIP_BYTES", "PARSE_ERROR", "POLARS_TYPES", "ROW", "TYPE_DESCRIPTIONS", "candidates", "cxr_study_datetime",
-    "parse_expr", "parse_failed", "read_failure", "read_header", "read_table", "relative", "resolve", "scan_raw",
-    "scan_table", "source_file", "verify_gzip",
+    "parse_error_expr", "parse_expr", "parse_failed", "read_failure", "read_header", "read_table", "relative",
+    "quoting", "resolve", "scan_raw", "scan_table", "source_file", "verify_gzip",
 ]
 # Datetime columns accept "YYYY-MM-DD HH:MM:SS", with optional fractional seconds, or a bare date.
 _DATETIME_FORMATS = ("%Y-%m-%d %H:%M:%S%.f", DATE_FORMAT)
@@ -78,20 +78,24 @@ def parse_failed(column: str, type_: str) -> pl.Expr:
     return ((pl.col(column).str.strip_chars() != "") & parse_expr(column, type_).is_null()).fill_null(False)
 
 
-def _typed(lf: pl.LazyFrame, sf: SourceFile, columns: list[str]) -> pl.LazyFrame:
+def parse_error_expr(sf: SourceFile, columns: list[str]) -> pl.Expr:
+    """``"column='raw'"`` for the first of ``columns`` (raw Strings) whose value does not parse, else null."""
     types = sf.types
     errors = [(c, parse_failed(c, types[c])) for c in columns if types[c] != "str"]
-    if errors:
-        chain = pl.when(errors[0][1]).then(pl.lit(f"{errors[0][0]}='") + pl.col(errors[0][0]) + pl.lit("'"))
-        for c, failed in errors[1:]:
-            chain = chain.when(failed).then(pl.lit(f"{c}='") + pl.col(c) + pl.lit("'"))
-        error_expr = chain.otherwise(pl.lit(None, pl.String))
-    else:
-        error_expr = pl.lit(None, pl.String)
+    if not errors:
+        return pl.lit(None, pl.String).alias(PARSE_ERROR)
+    chain = pl.when(errors[0][1]).then(pl.lit(f"{errors[0][0]}='") + pl.col(errors[0][0]) + pl.lit("'"))
+    for c, failed in errors[1:]:
+        chain = chain.when(failed).then(pl.lit(f"{c}='") + pl.col(c) + pl.lit("'"))
+    return chain.otherwise(pl.lit(None, pl.String)).alias(PARSE_ERROR)
+
+
+def _typed(lf: pl.LazyFrame, sf: SourceFile, columns: list[str]) -> pl.LazyFrame:
+    types = sf.types
     return lf.select(
         *[parse_expr(c, types[c]).alias(c) for c in columns],
         pl.col(ROW).cast(pl.Int64),
-        error_expr.alias(PARSE_ERROR),
+        parse_error_expr(sf, columns),
     )
 
 
@@ -130,6 +134,9 @@ def read_failure(root: Path, name: str, exc: Exception) -> SourceError:
     sf = source_file(name)
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     kind = "TSV" if sf.sep == "\t" else "CSV"
+    mode = quoting(root, name)
+    if mode.literal:  # the standard reading failed as well: the file needs both
+        first += f"; {mode.reason}, and read so it fails too"
     return SourceError(relative(root, resolve(root, name)), f"cannot be read as {kind} ({first})",
                        fix=_FIX_REDOWNLOAD.replace("; 'gzip -t FILE' confirms the damage", "")
                        + "; rows with a wrong number of fields or broken quoting are the usual cause")

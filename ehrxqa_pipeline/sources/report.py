@@ -10,7 +10,7 @@ from .errors import SourceError
 
 @dataclass(frozen=True)
 class Problem:
-    severity: str  # "error" | "warning"
+    severity: str  # "error" | "warning" | "note" (a count to know, e.g. rows out of scope; never a problem)
     file: str  # relative to the source root
     column: str | None
     message: str
@@ -40,12 +40,16 @@ class ValidationReport:
     def warnings(self) -> list[Problem]:
         return [p for p in self.problems if p.severity == "warning"]
 
+    @property
+    def notes(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "note"]
+
     def status(self, rel: str) -> str:
         entry = self.files.get(rel, {})
         if entry.get("status"):
             return entry["status"]
         severities = {p.severity for p in self.problems if p.file == rel}
-        return "ERROR" if "error" in severities else "warning" if severities else "ok"
+        return "ERROR" if "error" in severities else "warning" if "warning" in severities else "ok"
 
     def format(self) -> str:
         lines = [f"Source root: {self.root}"]
@@ -59,7 +63,7 @@ class ValidationReport:
         if self.stats.get("images_found") is not None:
             lines.append(f"\n  {self.stats['images_found']:,} JPEG images under "
                          f"{self.stats.get('images_dir', 'files/')}")
-        for severity, title in (("error", "Errors"), ("warning", "Warnings")):
+        for severity, title in (("error", "Errors"), ("warning", "Warnings"), ("note", "Notes")):
             group = [p for p in self.problems if p.severity == severity]
             if group:
                 lines += ["", f"{title} ({len(group)}):"]

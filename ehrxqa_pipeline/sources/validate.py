@@ -2,9 +2,12 @@
 
 ``validate_source`` checks, in order: the layout (root, dataset folders, every file of ``schema.TABLES``
 and the semantics files), gzip integrity, required columns, the type of every required value (over the
-whole file), key uniqueness, cross-source id consistency (CXR vs MIMIC-IV, Chest ImaGenome vs CXR
-metadata, gold vs silver) and the image tree. Errors block a build; warnings describe what ingestion will
-quarantine or what downstream steps will miss.
+whole file), the table's data contract (``data_contracts/ingest.<table>.yaml``: the refusal reason of every
+row, computed by the expression ingestion uses), key uniqueness, cross-source id consistency (CXR vs
+MIMIC-IV, Chest ImaGenome vs CXR metadata, gold vs silver) and the image tree. Errors block a build (a
+table whose quarantine would pass the contract's ``max_rejected_fraction`` is an error, as the build's
+quarantine check fails on it); warnings describe what ingestion will quarantine or what downstream steps
+will miss; notes count rows that are out of scope (a contract scope rule: real data the pipeline skips).
 
 Memory stays bounded at full scale: each table is read once as a polars stream; type failures are counted
 per batch, key columns are streamed into DuckDB (which spills its aggregate to disk past
@@ -22,9 +25,12 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
+from ehrxqa_pipeline.contracts import ContractError, load_contract, reason_expr, split_reasons
+
 from . import readers
 from .errors import SourceError
-from .readers import POLARS_TYPES, ROW, TYPE_DESCRIPTIONS, parse_expr, parse_failed
+from .files import quoting
+from .readers import PARSE_ERROR, POLARS_TYPES, ROW, TYPE_DESCRIPTIONS, parse_error_expr, parse_expr, parse_failed
 from .report import Problem, ValidationReport
 from .layout import DATASETS, SourceLayout, holds_datasets, layout_problems
 from .schema import TABLES, SourceFile
@@ -43,6 +49,7 @@ class _Validator(IdChecks):
         self.root = layout  # readers take the layout wherever they take a root
         self.cache_dir = cache_dir
         self.report = ValidationReport(layout.root, stats={"rows": {}, "duplicate_keys": {}, "overlaps": {},
+                                                           "quarantine": {}, "out_of_scope": {},
                                                            "images_found": None, "releases": {}})
         self.usable: set[str] = set()  # tables that passed every error-level check
         self.con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY_LIMIT, "temp_directory": tmp,
@@ -107,7 +114,7 @@ class _Validator(IdChecks):
         try:
             header = readers.read_header(self.root, sf.name)
             lf = readers.scan_raw(self.root, sf.name, self.cache_dir, row_index_name=ROW)
-            n, bad, dups = self._scan(lf, sf, header)
+            n, bad, dups, reasons = self._scan(lf, sf, header)
         except SourceError as err:
             self.report.problems.append(Problem.from_error(err))
             return
@@ -115,6 +122,11 @@ class _Validator(IdChecks):
             self.report.problems.append(Problem.from_error(readers.read_failure(self.root, sf.name, exc)))
             return
         entry["rows"] = rows[sf.name] = n
+        mode = quoting(self.root, sf.name)
+        if mode.literal:
+            self.add("warning", rel, f"{mode.reason}; {n:,} rows read", "none needed: ingestion reads the file "
+                     "the same way; to restore standard quoting, quote such fields as pandas' to_csv does "
+                     "(\"...\" with inner quotes doubled)")
         for column, (count, row, value) in bad.items():
             self.report.problems.append(Problem.from_error(SourceError(
                 rel, f"column '{column}' has a value that is not {TYPE_DESCRIPTIONS[sf.types[column]]}",
@@ -127,14 +139,55 @@ class _Validator(IdChecks):
                      f"({dup_keys:,} key{'s' * (dup_keys != 1)} affected)",
                      "none needed if expected: ingestion keeps one row per key and quarantines the rest; "
                      "otherwise re-download the file", column=", ".join(sf.key))
+        self._check_contract(sf, rel, n, reasons, dups, type_errors=bool(bad))
         if not bad:
             self.usable.add(sf.name)
 
+    def _check_contract(self, sf: SourceFile, rel: str, n: int, reasons: dict[str, int], dups, type_errors: bool):
+        """What ingestion will refuse: out-of-scope rows (a note), quarantined rows (a warning, or an error
+        above the contract's limit -- unless a type error already fails the table)."""
+        contract = _contract(sf.name)
+        if contract is None:
+            return
+        quarantined, out_of_scope = split_reasons(reasons)
+        if dups and tuple(sf.key) == contract.primary_key:
+            quarantined["duplicate_key"] = dups[0]  # ingestion keeps the first row of a key
+        self.report.stats["quarantine"][sf.name] = quarantined
+        self.report.stats["out_of_scope"][sf.name] = out_of_scope
+        skipped = sum(out_of_scope.values())
+        if skipped:
+            self.add("note", rel, f"{skipped:,} of {n:,} rows are out of scope ({_counts(out_of_scope)}): "
+                     "ingestion skips them into its rejected table, outside the quarantine limit",
+                     "none needed: the pipeline does not use these rows ("
+                     + "; ".join(f"{r.name}: {r.why}" for r in contract.scope) + ")")
+        refused = sum(quarantined.values())
+        if not refused or type_errors:
+            return
+        in_scope = n - skipped
+        share = refused / in_scope if in_scope else 0.0
+        rows = "rows in scope" if contract.scope else "rows"
+        shown = _counts({r: c for r, c in quarantined.items() if r != "duplicate_key"})
+        where = f"ingest.{sf.name}_rejected"
+        column = _reason_column(max(quarantined, key=quarantined.get))
+        if share > contract.max_rejected_fraction:
+            self.add("error", rel, f"{refused:,} of {in_scope:,} {rows} ({share:.2%}) would be quarantined "
+                     f"({_counts(quarantined)}); the contract allows {contract.max_rejected_fraction:.2%}",
+                     f"re-download the file from PhysioNet; if it was edited, restore the refused values "
+                     f"(the build's quarantine check fails above the limit: {contract.why_max_rejected})",
+                     column=column)
+        elif shown:
+            self.add("warning", rel, f"{refused:,} of {in_scope:,} {rows} ({share:.2%}) will be quarantined "
+                     f"({_counts(quarantined)}), within the contract's {contract.max_rejected_fraction:.2%}",
+                     f"none needed if expected: ingestion writes them with their reasons to {where}",
+                     column=column)
+
     def _scan(self, lf: pl.LazyFrame, sf: SourceFile, header: list[str]):
-        """One streaming pass: row count, per-column type failures, duplicate keys (via DuckDB)."""
+        """One streaming pass: row count, per-column type failures, each row's contract reason (as ingestion
+        computes it), duplicate keys among the rows ingestion keeps (via DuckDB)."""
         types = sf.types
         checked = [c for c in sf.required if types[c] != "str"]
         key = list(sf.key) if sf.key and all(k in header for k in sf.key) else []
+        typed = [c for c in header if c in types]  # what ingestion types (readers.scan_table)
         exprs = [pl.col(ROW).cast(pl.Int64)]
         for i, c in enumerate(checked):
             failed = parse_failed(c, types[c])
@@ -143,7 +196,12 @@ class _Validator(IdChecks):
         # Projecting every column makes polars check each row's field count (a scan that projects only
         # some columns skips the rest of the line and would accept rows with extra fields).
         exprs.append(pl.sum_horizontal(pl.all().exclude(ROW).is_null()).alias("_empty"))
-        query = lf.select(exprs)
+        # Typed values under their own names (every expression of a select reads the raw input), then the
+        # contract's reason over them.
+        exprs += [parse_expr(c, types[c]).alias(c) for c in typed] + [parse_error_expr(sf, typed)]
+        contract = _contract(sf.name)
+        reason = reason_expr(contract, typed) if contract is not None else pl.lit(None, pl.String).alias("_reason")
+        query = lf.select(exprs).with_columns(reason).drop(*typed, PARSE_ERROR)
         per_batch = [e for i in range(len(checked)) for e in (
             pl.col(f"_bad{i}").sum(), pl.col(ROW).filter(pl.col(f"_bad{i}")).first(),
             pl.col(f"_raw{i}").drop_nulls().first())]
@@ -151,6 +209,7 @@ class _Validator(IdChecks):
         counts = [0] * len(checked)
         first: list[tuple[int, str] | None] = [None] * len(checked)
         state = {"rows": 0}
+        reasons: dict[str, int] = {}
         failure: list[BaseException] = []
 
         def batches():
@@ -164,8 +223,11 @@ class _Validator(IdChecks):
                             if n:
                                 counts[i] += n
                                 first[i] = first[i] or (row, value)
+                    for r, n in df.get_column("_reason").drop_nulls().value_counts().iter_rows():
+                        reasons[r] = reasons.get(r, 0) + n
                     if key:
-                        yield from df.select(key_cols).drop_nulls().to_arrow().to_batches()
+                        kept = df.filter(pl.col("_reason").is_null())  # ingestion finds duplicates among these
+                        yield from kept.select(key_cols).drop_nulls().to_arrow().to_batches()
             except BaseException as exc:
                 failure.append(exc)
                 raise
@@ -192,7 +254,7 @@ class _Validator(IdChecks):
                 raise failure[0] from None
             raise
         bad = {c: (counts[i], first[i][0], first[i][1]) for i, c in enumerate(checked) if counts[i]}
-        return state["rows"], bad, dups
+        return state["rows"], bad, dups, dict(sorted(reasons.items()))
 
     # -- semantics -------------------------------------------------------------------------------------
     def check_semantics(self) -> None:
@@ -222,6 +284,24 @@ class _Validator(IdChecks):
 
     def close(self) -> None:
         self.con.close()
+
+
+def _contract(table: str):
+    """The ingestion contract of a source table (None when it has none)."""
+    try:
+        return load_contract(f"ingest/{table}")
+    except ContractError:
+        return None
+
+
+def _counts(reasons: dict[str, int]) -> str:
+    return ", ".join(f"{r} {n:,}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _reason_column(reason: str) -> str | None:
+    """The column a reason names (``not_allowed:categoryID`` -> ``categoryID``), if any."""
+    kind, _, column = reason.partition(":")
+    return column if column and kind in ("null", "not_allowed", "out_of_range", "unparsable") else None
 
 
 def _find_physionet_root(root: Path) -> Path | None:

@@ -54,7 +54,9 @@ class Crops:
 def load_boxes(con, image_ids: list[str] | None = None, objects: list[str] | None = None) -> pl.DataFrame:
     """Usable boxes (image_id, object, ox1..oy2 in JPEG pixels, x1..y2 in 224 space) of the given images.
 
-    Rows with a NULL coordinate or an empty / inverted box are dropped: the object is skipped on that image.
+    Rows with a NULL coordinate or an empty / inverted box are dropped: the object is skipped on that image
+    (no crop, so no prediction for it). Ingestion keeps the detector's zero-area boxes (width or height 0;
+    they count in the cohort's 36-box rule), so this is where they leave: nothing can be cropped from them.
     """
     ids = pl.DataFrame({"image_id": image_ids or []}, schema={"image_id": pl.String})
     con.register("_vqa_box_ids", ids.to_arrow())

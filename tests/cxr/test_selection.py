@@ -33,6 +33,32 @@ def test_silver_funnel_equals_planted(warehouse):
     assert con.execute("SELECT max(study_order) FROM cxr_cohort.silver").fetchone()[0] <= 20
 
 
+def test_zero_area_boxes_are_kept_and_their_images_stay(warehouse):
+    con, manifest = warehouse
+    planted = manifest["planted"]["imagenome"]
+    assert con.execute("SELECT count(*) FROM ingest.silver_bbox_rejected").fetchone()[0] == 0
+    flat = "SELECT split_part(object_id, '_', 1) FROM ingest.silver_bbox WHERE width = 0 OR height = 0"
+    assert con.execute(f"SELECT count(*) FROM ({flat})").fetchone()[0] == planted["zero_area_boxes"] >= 2
+    selection.build_cohorts(con, check_jpegs=False)
+    kept = con.execute(f"SELECT count(*) FROM cxr_cohort.silver WHERE image_id IN ({flat})").fetchone()[0]
+    assert kept == planted["zero_area_box_images"]  # before: each failed has_36_boxes (degenerate_box)
+
+
+def test_zero_width_box_counts_and_meets_the_width_rule(warehouse):
+    """A zero-width box is one of the 36 boxes (as published); its width 0 enters the statistics and is an
+    outlier there, so the image leaves by the width rule, not the 36-box rule."""
+    con, _ = warehouse
+    before = selection.build_cohorts(con, check_jpegs=False)["silver_reasons"]
+    image = con.execute("SELECT image_id FROM cxr_cohort.silver ORDER BY image_id LIMIT 1").fetchone()[0]
+    con.execute("UPDATE ingest.silver_bbox SET x2 = x1, width = 0 WHERE object_id = ? || '_trachea'", [image])
+    selection.build_image_rules(con)
+    after = selection.build_cohorts(con, check_jpegs=False)["silver_reasons"]
+    row = con.execute("SELECT n_boxes, has_36_boxes, silver_reason FROM cxr_cohort.image_rules WHERE dicom_id = ?",
+                      [image]).fetchone()
+    assert row == (36, True, "box_width_within_3sd")
+    assert after == {**before, "box_width_within_3sd": before["box_width_within_3sd"] + 1}
+
+
 def test_gold_cohort_and_first_study_rule(warehouse):
     con, manifest = warehouse
     out = selection.build_cohorts(con, check_jpegs=False)

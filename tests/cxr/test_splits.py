@@ -50,3 +50,32 @@ def test_assignment_is_stratified_and_about_five_percent():
     assert valid["abnormal"].sum() == 50  # each stratum contributes its own 5%
     other = assign_patient_splits(studies, seed=2)
     assert not other["split"].equals(out.sort("subject_id")["split"])
+
+
+def test_zero_width_box_gives_a_null_ratio_with_its_reason(con):
+    """Silver image: cardiac silhouette of width 0 -> CTR null (MTR kept); gold image: a zero-width gold
+    lung falls back to the silver boxes. Each null ratio has a row in splits.ratio_gaps."""
+    train, test = (con.execute(f"SELECT min(image_id) FROM splits.images WHERE split = '{s}'").fetchone()[0]
+                   for s in ("train", "test"))
+    con.execute("CREATE TEMP TABLE _bb AS SELECT * FROM ingest.silver_bbox; "
+                "CREATE TEMP TABLE _gb AS SELECT * FROM ingest.gold_bbox")
+    try:
+        con.execute("UPDATE ingest.silver_bbox SET x2 = x1, width = 0 WHERE object_id = ? || '_cardiac silhouette'",
+                    [train])
+        con.execute("UPDATE ingest.gold_bbox SET coord224 = '[50, 20, 50, 200]' "
+                    "WHERE image_id = ? || '.dcm' AND bbox_name = 'right lung'", [test])
+        out = build_splits(con, seed=0)
+        assert out["null_ratios_by_reason"] == {"ctr": {"zero_width_box:cardiac silhouette": 1}}
+        assert con.execute("SELECT * FROM splits.ratio_gaps").fetchall() == [
+            (train, "train", "ctr", "zero_width_box:cardiac silhouette", None)]
+        row = con.execute("SELECT ctr, mtr FROM splits.images WHERE image_id = ?", [train]).fetchone()
+        assert row[0] is None and row[1] > 0
+        assert con.execute("SELECT ctr > 0 AND mtr > 0 FROM splits.images WHERE image_id = ?", [test]).fetchone()[0]
+        con.execute("UPDATE ingest.silver_bbox SET x2 = x1, width = 0 WHERE object_id = ? || '_right lung'", [test])
+        build_splits(con, seed=0)
+        assert con.execute("SELECT * FROM splits.ratio_gaps WHERE image_id = ?", [test]).fetchall() == [
+            (test, "test", r, "zero_width_box:right lung", "zero_width_box:right lung") for r in ("ctr", "mtr")]
+    finally:
+        con.execute("CREATE OR REPLACE TABLE ingest.silver_bbox AS SELECT * FROM _bb; "
+                    "CREATE OR REPLACE TABLE ingest.gold_bbox AS SELECT * FROM _gb; DROP TABLE _bb; DROP TABLE _gb")
+        build_splits(con, seed=0)

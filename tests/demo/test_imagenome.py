@@ -60,6 +60,14 @@ def test_boxes(built):
     assert set(sb["bbox_name"]) == set(BOX_OBJECTS)
     assert (sb["object_id"] == sb["object_id"].str.split("_").list.first() + "_" + sb["bbox_name"]).all()
     assert (sb["width"] == sb["x2"] - sb["x1"]).all() and (sb["height"] == sb["y2"] - sb["y1"]).all()
+    # Zero-area boxes as the real detector output has them: height 0, natural width, never a ratio box.
+    flat = sb.filter((pl.col("width") == 0) | (pl.col("height") == 0))
+    planted = part.planted
+    assert flat.height == planted["zero_area_boxes"] == planted["zero_area_box_images"] > 1
+    assert (flat["height"] == 0).all() and (flat["width"] > 0).all()
+    by_box = flat.group_by("bbox_name").len().sort("bbox_name").rows()
+    assert by_box == sorted(planted["zero_area_boxes_by_box"].items())
+    assert not set(flat["bbox_name"]) & {"right lung", "left lung", "cardiac silhouette", "upper mediastinum"}
     frontal = meta.filter(FRONTAL)
     assert tb.height == 36 * frontal.height and set(tb["dicom_id"]) == set(frontal["dicom_id"])
     assert tb.group_by("dicom_id").agg(pl.col("bbox_name").n_unique())["bbox_name"].min() == 36

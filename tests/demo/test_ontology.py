@@ -25,13 +25,14 @@ def test_lists():
 
 def test_semantics_files_parse_back(tmp_path):
     files = ont.semantics_files()
-    assert set(files) == {SEMANTICS_OBJECTS, SEMANTICS_ATTRIBUTES, SEMANTICS_UMLS}
+    objects, attributes, umls = (release_path(IMAGENOME, r) for r in (SEMANTICS_OBJECTS, SEMANTICS_ATTRIBUTES,
+                                                                       SEMANTICS_UMLS))
+    assert set(files) == {objects, attributes, umls}
     for rel, data in files.items():
-        path = tmp_path / release_path(IMAGENOME, rel)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    assert all(line.endswith(",") for line in files[SEMANTICS_OBJECTS].decode().splitlines())
-    assert all(line.endswith(",") for line in files[SEMANTICS_ATTRIBUTES].decode().splitlines())
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    assert all(line.endswith(",") for line in files[objects].decode().splitlines())
+    assert all(line.endswith(",") for line in files[attributes].decode().splitlines())
     sem = read_semantics(tmp_path)
     assert sem.objects == list(ont.REPORT_OBJECTS)
     target = [(c, a) for c, _, a in sem.attributes if c in ont.ATTRIBUTES_BY_CATEGORY]
@@ -39,7 +40,7 @@ def test_semantics_files_parse_back(tmp_path):
     assert all(ont.CATEGORY_OF[a] == c for c, a in target)
     assert {c for c, _, _ in sem.attributes} - set(ont.ATTRIBUTES_BY_CATEGORY)  # nlp etc. to be dropped
     assert set(sem.possible_attribute_of) == set(ont.ATTRIBUTES)
-    umls = json.loads(files[SEMANTICS_UMLS])
+    umls = json.loads(files[umls])
     assert {"all_children", "possible_attribute_of", "label_to_UMLS"} <= set(umls)
     assert all(v.startswith("C") and len(v) == 8 for v in umls["label_to_UMLS"].values())
 

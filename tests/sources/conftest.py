@@ -76,6 +76,17 @@ def default_rows() -> dict[str, list[dict]]:
          "dod": d}
         for s, g, a, d in zip(SUBJECTS, "MFM", (52, 67, 80), ("", "2151-03-04", ""))]
     rows["admissions"][0]["deathtime"] = ""  # optional values may be empty
+    # Values the ingestion contracts allow, so the clean source has nothing to quarantine.
+    for i, row in enumerate(rows["transfers"]):
+        row["eventtype"] = ("ED", "admit", "transfer")[i]
+    for name in ("diagnoses_icd", "procedures_icd", "d_icd_diagnoses", "d_icd_procedures"):
+        for i, row in enumerate(rows[name]):
+            row["icd_version"] = (9, 10)[i % 2]
+    for name, base in (("d_labitems", 50000), ("d_items", 220000)):
+        for i, row in enumerate(rows[name]):
+            row["itemid"] = base + i
+    for row in rows["d_items"]:
+        row["linksto"] = "chartevents"
     rows["cxr_metadata"] = [
         {"dicom_id": d, "subject_id": s, "study_id": st, "PerformedProcedureStepDescription": "CHEST (PA AND LAT)",
          "ViewPosition": v, "Rows": 3056, "Columns": 2544, "StudyDate": date, "StudyTime": time,

@@ -117,11 +117,14 @@ def test_duplicate_keys_warn(source):
     rows.append(dict(rows[0]))
     source.write("icustays", rows)
     report = validate_source(source.root)
-    assert report.ok
     p = _only(report, "warning")
     assert (p.file, p.column) == ("mimiciv/2.2/icu/icustays.csv.gz", "stay_id")
     assert p.message == "2 rows repeat the key (stay_id) of an earlier row (1 key affected)"
     assert report.stats["duplicate_keys"] == {"icustays": 2}
+    # Ingestion quarantines the repeats (duplicate_key): 2 of 5 rows is past the contract's limit.
+    assert report.stats["quarantine"]["icustays"] == {"duplicate_key": 2}
+    assert _only(report, "error").message == ("2 of 5 rows (40.00%) would be quarantined "
+                                              "(duplicate_key 2); the contract allows 1.00%")
 
 
 def test_empty_keys_are_not_duplicates(source):

@@ -44,7 +44,8 @@ def test_autocast_is_a_noop_on_cpu():
 ROWS, COLS = 340, 320
 
 
-def _mini_warehouse(tmp_path, findings_by_image: dict[str, list[tuple[str, str]]], drop=(), degenerate=()):
+def _mini_warehouse(tmp_path, findings_by_image: dict[str, list[tuple[str, str]]], drop=(), degenerate=(),
+                    flat=()):
     """Render phantoms with the demo renderer (same seed, different findings) + the two tables decode needs."""
     import duckdb
 
@@ -64,6 +65,8 @@ def _mini_warehouse(tmp_path, findings_by_image: dict[str, list[tuple[str, str]]
                 continue
             sx, sy = COLS / 224.0, ROWS / 224.0
             ox2 = x1 * sx if name in degenerate else x2 * sx
+            if name in flat:  # zero height in both spaces, as ingest keeps such detector boxes
+                y2 = y1
             box_rows.append({"object_id": f"{image_id}_{name}", "bbox_name": name, "x1": x1, "y1": y1, "x2": x2,
                              "y2": y2, "original_x1": x1 * sx, "original_y1": y1 * sy, "original_x2": ox2,
                              "original_y2": y2 * sy})
@@ -96,10 +99,11 @@ def test_crops_shape_and_planted_finding_changes_only_its_region(tmp_path):
 
 
 def test_missing_boxes_and_degenerate_boxes_are_skipped(tmp_path):
-    con, items = _mini_warehouse(tmp_path, {"a": []}, drop=("carina",), degenerate=("svc",))
+    con, items = _mini_warehouse(tmp_path, {"a": []}, drop=("carina",), degenerate=("svc",), flat=("trachea",))
     c = decode_crops(con, items, tmp_path)
     objects = set(c.index["object"])
-    assert "carina" not in objects and "svc" not in objects and "left lung" in objects
+    assert not {"carina", "svc", "trachea"} & objects and "left lung" in objects
+    assert len(objects) == 33 and c.crops.shape[0] == 33
 
 
 def test_missing_jpeg_raises_naming_the_file(tmp_path):
