@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import polars as pl
 import pytest
 
 from assets.ehrxqa import QUESTIONS_KEY, neuralsql_consistency, questions, sampling_run_config
@@ -44,6 +45,15 @@ def built(tmp_path_factory):
     (tmp / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
         settings = Settings.resolve()
+        # as a user with the tables only: the download list first, then only the listed JPEGs, then the build
+        first = build(settings, instance=instance, select='+key:"cxr_cohort/image_downloads"')
+        assert first.success, first.failures
+        files = tmp / "source" / "mimic-cxr-jpg" / "2.0.0" / "files"
+        needed = set(pl.read_csv(settings.release_dir / "images" / "build.csv")["relpath"])
+        extra = [p for p in files.rglob("*.jpg") if p.relative_to(files).as_posix() not in needed]
+        assert len(extra) > len(needed) / 2, (len(extra), len(needed))  # laterals, a study's other images
+        for p in extra:
+            p.unlink()
         summary = build(settings, instance=instance, run_config=sampling_run_config(**EHRXQA_CAPS))
         yield settings, instance, manifest, summary
     mp.undo()
