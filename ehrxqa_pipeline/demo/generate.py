@@ -18,6 +18,7 @@ from ehrxqa_pipeline.demo.ehr import make_ehr
 from ehrxqa_pipeline.demo.imagenome import make_imagenome
 from ehrxqa_pipeline.demo.io import write_json, write_table
 from ehrxqa_pipeline.demo.ontology import semantics_files
+from ehrxqa_pipeline.demo.scene_graph import write_scene_graph_zip
 from ehrxqa_pipeline.demo.scale import SCALES, Scale
 from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, CXR_METADATA, DEMO_MANIFEST, TABLES
 
@@ -66,6 +67,10 @@ def generate_source(out: Path, seed: int = 0, scale: str | Scale = "demo", patie
     for name, df in imagenome.tables.items():
         write_table(df, tmp, TABLES[name], compress=False)  # Chest ImaGenome ships plain text files
         counts[name] = df.height
+    # What PhysioNet ships: the silver tables as per-image scene graphs (the tabular files stay as well).
+    scene_images = (metadata.select("dicom_id", "subject_id", "study_id", "ViewPosition", "StudyDate", "StudyTime")
+                    .join(cohort.patients.select("subject_id", "gender"), on="subject_id", how="left"))
+    write_scene_graph_zip(tmp, imagenome.tables["silver_bbox"], imagenome.tables["silver_relations"], scene_images)
     imagenome.tables.clear()
     for rel, data in semantics_files().items():
         (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
