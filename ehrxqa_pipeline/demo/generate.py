@@ -70,7 +70,9 @@ def generate_source(out: Path, seed: int = 0, scale: str | Scale = "demo", patie
     # What PhysioNet ships: the silver tables as per-image scene graphs (the tabular files stay as well).
     scene_images = (metadata.select("dicom_id", "subject_id", "study_id", "ViewPosition", "StudyDate", "StudyTime")
                     .join(cohort.patients.select("subject_id", "gender"), on="subject_id", how="left"))
-    write_scene_graph_zip(tmp, imagenome.tables["silver_bbox"], imagenome.tables["silver_relations"], scene_images)
+    zip_path = write_scene_graph_zip(tmp, imagenome.tables["silver_bbox"], imagenome.tables["silver_relations"],
+                                     scene_images)
+    log(f"Chest ImaGenome scene graphs: {zip_path.stat().st_size / 1e6:.1f} MB zip")
     imagenome.tables.clear()
     for rel, data in semantics_files().items():
         (tmp / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import json
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -28,9 +29,12 @@ from ehrxqa_pipeline.sources.schema import TABLES
 MEMBER_DIR = "scene_graph"  # the folder `unzip scene_graph.zip` creates (docs/scene_graph.md)
 DATE_TIME = (1980, 1, 1, 0, 0, 0)
 COMPRESSLEVEL = 1  # fast; the real zip's level is unknown and irrelevant to readers
-CHUNK_IMAGES = 20_000
+CHUNK_IMAGES = 5_000
 _CUES = ("comparison_cues", "temporal_cues", "severity_cues", "texture_cues")
 _INT_BOX = ("x1", "y1", "x2", "y2", "width", "height")  # 224 space: whole numbers, written as JSON integers
+_BOX_IMAGE = pl.col("object_id").str.splitn("_", 2).struct.field("field_0").alias("dicom_id")
+_REL_IMAGE = pl.col("image_id").str.strip_suffix(".dcm").alias("dicom_id")
+_SLICE = 1_000_000  # table rows whose dicom ids are materialised at once
 
 
 def _q(value: str) -> str:
@@ -50,6 +54,12 @@ def _vocab(series: pl.Series, fn) -> pl.Expr:
     values = series.unique().drop_nulls().to_list()
     return (pl.col(series.name).replace_strict({v: fn(v) for v in values}, default="null", return_dtype=pl.String)
             .fill_null("null"))
+
+
+def _array(col: str) -> pl.Expr:
+    """A list of JSON texts as one JSON array text (a list aggregation joined afterwards: much faster in
+    polars than joining strings inside the aggregation)."""
+    return pl.concat_str(pl.lit("["), pl.col(col).list.join(", "), pl.lit("]")).alias(col)
 
 
 def _number(col: str, whole: bool) -> pl.Expr:
@@ -75,8 +85,9 @@ def _objects(bbox: pl.DataFrame) -> pl.DataFrame:
             value = _number(col, col in _INT_BOX)
         parts += [pl.lit(f'{_q(col)}: '), value, pl.lit(", ")]
     entry = pl.concat_str([pl.lit("{"), *parts[:-1], pl.lit("}")])
-    return (bbox.select(dicom_id=pl.col("object_id").str.splitn("_", 2).struct.field("field_0"), entry=entry)
-            .group_by("dicom_id", maintain_order=True).agg(objects=pl.col("entry").str.join(", ")))
+    return (bbox.select(_BOX_IMAGE, entry=entry)
+            .group_by("dicom_id", maintain_order=True).agg(objects="entry")
+            .with_columns(pl.col("objects").list.join(", ")))
 
 
 def _attributes(rel: pl.DataFrame) -> pl.DataFrame:
@@ -92,19 +103,16 @@ def _attributes(rel: pl.DataFrame) -> pl.DataFrame:
     strings, ids = _vocab(rel["text"], _q), _vocab(rel["label_name"], lambda a: _q(cui(a)))
     phrases = (rel.with_columns(s=strings, i=ids)
                .group_by("dicom_id", "bbox", "sent", maintain_order=True)
-               .agg(pl.col("r").first(), pl.col("study_id").first(),
-                    att=pl.concat_str(pl.lit("["), pl.col("s").str.join(", "), pl.lit("]")),
-                    ids=pl.concat_str(pl.lit("["), pl.col("i").str.join(", "), pl.lit("]")))
+               .agg(pl.col("r").first(), pl.col("study_id").first(), att="s", ids="i")
+               .with_columns(_array("att"), _array("ids"))
                .sort("dicom_id", "bbox", pl.col("sent").cast(pl.Int64)))
     phrases = phrases.with_columns(
         pid=pl.concat_str(pl.lit('"'), pl.col("study_id").cast(pl.String), pl.lit("|"), "sent", pl.lit('"')),
         text=pl.concat_str(pl.lit('"Synthetic report sentence '), "sent", pl.lit('."')))
 
-    def array(col: str) -> pl.Expr:
-        return pl.concat_str(pl.lit("["), pl.col(col).str.join(", "), pl.lit("]")).alias(col)
-
     entries = (phrases.group_by("dicom_id", "bbox", maintain_order=True)
-               .agg(pl.col("r").min(), array("att"), array("ids"), array("text"), array("pid"), n=pl.len())
+               .agg(pl.col("r").min(), "att", "ids", "text", "pid", n=pl.len())
+               .with_columns(_array("att"), _array("ids"), _array("text"), _array("pid"))
                .sort("dicom_id", "r"))
     name = _vocab(entries["bbox"], lambda b: _q(b[0].upper() + b[1:]))
     syn = _vocab(entries["bbox"], lambda b: json.dumps([cui(b)]))
@@ -118,7 +126,8 @@ def _attributes(rel: pl.DataFrame) -> pl.DataFrame:
         *[p for cue in _CUES for p in (pl.lit(f", {_q(cue)}: "), empty)],
         pl.lit(', "object_id": '), _quoted(pl.concat_str("dicom_id", pl.lit("_"), "bbox")), pl.lit("}")])
     return (entries.select("dicom_id", entry=entry)
-            .group_by("dicom_id", maintain_order=True).agg(attributes=pl.col("entry").str.join(", ")))
+            .group_by("dicom_id", maintain_order=True).agg(attributes="entry")
+            .with_columns(pl.col("attributes").list.join(", ")))
 
 
 def _documents(images: pl.DataFrame, bbox: pl.DataFrame, rel: pl.DataFrame) -> pl.DataFrame:
@@ -140,33 +149,49 @@ def _documents(images: pl.DataFrame, bbox: pl.DataFrame, rel: pl.DataFrame) -> p
     return docs.select("dicom_id", json=doc)
 
 
+def _row_chunks(frame: pl.DataFrame, image: pl.Expr, key: pl.DataFrame) -> pl.Series:
+    """The chunk number of each row of ``frame`` (``key``: dicom_id -> chunk), a slice at a time so that no
+    full-length column of dicom ids is ever held."""
+    parts = [frame.slice(s, _SLICE).select(image).join(key, on="dicom_id", how="left", maintain_order="left")
+             ["chunk"] for s in range(0, frame.height, _SLICE)]
+    return pl.concat(parts) if parts else pl.Series("chunk", [], pl.Int32)
+
+
 def write_scene_graph_zip(root: Path, bbox: pl.DataFrame, relations: pl.DataFrame, images: pl.DataFrame) -> Path:
     """Write ``root/chest-imagenome/1.0.0/silver_dataset/scene_graph.zip`` from the silver tables.
 
     ``bbox`` / ``relations``: the frames written as ``silver_bbox`` / ``silver_relations``; ``images``:
     dicom_id, subject_id, study_id, ViewPosition, StudyDate, StudyTime, gender for (at least) every image of
     the two tables. Returns the zip's path."""
-    box_ids = bbox.select(dicom_id=pl.col("object_id").str.splitn("_", 2).struct.field("field_0"))
-    rel_ids = relations.select(dicom_id=pl.col("image_id").str.strip_suffix(".dcm"))
-    wanted = pl.concat([box_ids, rel_ids]).unique().sort("dicom_id")
+    wanted = pl.concat([frame.slice(s, _SLICE).select(image).unique()
+                        for frame, image in ((bbox, _BOX_IMAGE), (relations, _REL_IMAGE))
+                        for s in range(0, frame.height, _SLICE)]).unique().sort("dicom_id")
     images = (wanted.with_row_index("k").with_columns(chunk=(pl.col("k") // CHUNK_IMAGES).cast(pl.Int32))
               .join(images, on="dicom_id", how="left", maintain_order="left"))
     if images["study_id"].null_count():
         raise ValueError("images lacks some dicom ids of the silver tables")
     # Each table row's chunk number, found once; a chunk's rows are then an integer filter.
     key = images.select("dicom_id", "chunk")
-    box_chunk = box_ids.join(key, on="dicom_id", how="left", maintain_order="left")["chunk"]
-    rel_chunk = rel_ids.join(key, on="dicom_id", how="left", maintain_order="left")["chunk"]
+    box_chunk, rel_chunk = _row_chunks(bbox, _BOX_IMAGE, key), _row_chunks(relations, _REL_IMAGE, key)
+
+    def documents(chunk: pl.DataFrame) -> pl.DataFrame:
+        c = chunk["chunk"][0]
+        return _documents(chunk, bbox.filter(box_chunk == c), relations.filter(rel_chunk == c))
+
     path = root / ZIP_PATH
     path.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(path, "w") as zf:
-        for chunk in images.partition_by("chunk", maintain_order=True):
-            c = chunk["chunk"][0]
-            docs = _documents(chunk, bbox.filter(box_chunk == c), relations.filter(rel_chunk == c))
+    chunks = images.partition_by("chunk", maintain_order=True)
+    # The next chunk's documents are built (polars, GIL released) while this one is deflated (zlib, likewise).
+    with zipfile.ZipFile(path, "w") as zf, ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(documents, chunks[0]) if chunks else None
+        for k in range(len(chunks)):
+            docs = pending.result()
+            pending = pool.submit(documents, chunks[k + 1]) if k + 1 < len(chunks) else None
             for dicom, text in docs.iter_rows():
                 info = zipfile.ZipInfo(f"{MEMBER_DIR}/{dicom}{MEMBER_SUFFIX}", date_time=DATE_TIME)
                 info.compress_type = zipfile.ZIP_DEFLATED
                 info.create_system = 3
                 info.external_attr = 0o644 << 16
                 zf.writestr(info, text, compresslevel=COMPRESSLEVEL)
+            del docs
     return path
