@@ -15,7 +15,7 @@ from ehrxqa_pipeline.contracts import CONTRACTS_DIR, Contract, load_contract
 from ehrxqa_pipeline.hashing import HashCache, combine, file_digest
 from ehrxqa_pipeline.ingest import ingest_table
 from ehrxqa_pipeline.sources.errors import SourceError
-from ehrxqa_pipeline.sources.readers import resolve
+from ehrxqa_pipeline.sources.files import origin
 from resources import PipelineConfig, Warehouse
 
 INGEST_VERSION = "2"  # bump when ingest_table's behaviour changes (2: out-of-scope rows counted apart)
@@ -49,7 +49,7 @@ def _ingest_asset(contract: Contract) -> dg.AssetsDefinition:
                                       settings.cache_dir)
                 schema = table_metadata(con, f"{names.INGEST}.{table}")
             source_digest = HashCache(settings.cache_dir / "source_hashes.json").digest(
-                resolve(settings.layout(), table))
+                origin(settings.layout(), table))
         except SourceError as e:
             raise dg.Failure(description=str(e)) from None
         context.log.info(f"{table}: {result.rows} rows kept, {result.rejected} quarantined {result.reasons}"

@@ -10,7 +10,7 @@ from assets.automation import OBSERVE_SOURCES
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.hashing import HashCache, combine
 from ehrxqa_pipeline.sources.errors import SourceError
-from ehrxqa_pipeline.sources.readers import resolve
+from ehrxqa_pipeline.sources.files import origin
 from ehrxqa_pipeline.sources.schema import SEMANTICS_FILES, TABLES, release_path
 from ehrxqa_pipeline.sources.semantics import semantics_paths
 
@@ -42,7 +42,7 @@ def observe_sources(context: dg.AssetExecutionContext):
     for key in context.selected_asset_keys:
         name = key.path[-1]
         try:
-            paths = list(semantics_paths(layout)) if name == names.SEMANTICS else [resolve(layout, name)]
+            paths = list(semantics_paths(layout)) if name == names.SEMANTICS else [origin(layout, name)]
             missing = [p for p in paths if not p.exists()]
             if missing:
                 raise SourceError(file=layout.relative(missing[0]), problem="file is missing",

@@ -16,6 +16,14 @@ Stage ``vqa_model`` (``benchmarks/vqa_bench.py``; needs the cxr stage's home and
 training / inference images/s per batch size with decode vs model seconds, on CUDA when present; its numbers
 go to <workdir>/vqa-model-<scale>.json.
 
+Stage ``scene-graph-zip`` (needs the generate stage's source) times ``sources.scene_graph.tabular_from_zip``
+on the source's ``silver_dataset/scene_graph.zip`` alone, in its own process: wall time and peak RSS like every
+stage, plus members, bytes and rows, and a linear extrapolation to the real zip's 243,310 members (and, by
+uncompressed bytes, to its 10.26 GB); its numbers go to <workdir>/scene-graph-<scale>.json.
+
+A scale is a preset name (``demo``, ``full``) or ``PRESET:PATIENTS`` for a preset with another CXR patient
+count (``full:20000``: the full preset's proportions, 20,000 patients); its folders are named with ``-``.
+
 Stage ``ehrxqa`` (needs the ehr_db stage's databases in <workdir>/home-<scale>) times the EHRXQA library
 directly, in one process: sampling every catalog template on the silver and on the gold database (paper
 caps, or ``--ehrxqa-caps TRAIN_VALID,TEST``), then NeuralSQL executor throughput with the oracle VQA module
@@ -35,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EHRXQA = str(Path(sys.executable).with_name("ehrxqa"))
 E2E = ("build", "rebuild")
+REAL_SCENE_GRAPHS, REAL_SCENE_GRAPH_BYTES = 243_310, 10.26e9  # Chest ImaGenome 1.0.0 scene_graph.zip, unzipped
 
 
 def run_stage(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
@@ -81,13 +90,45 @@ def ehrxqa_bench(home: Path, caps: tuple[int, int], seed: int = 0) -> dict:
     return out
 
 
+def scene_graph_bench(zip_path: Path, out_dir: Path) -> dict:
+    """Convert the zip once into a fresh folder: seconds, size, rows, and the extrapolation to the real zip."""
+    import resource
+    import zipfile
+
+    from ehrxqa_pipeline.sources.scene_graph import tabular_from_zip
+
+    shutil.rmtree(out_dir, ignore_errors=True)
+    with zipfile.ZipFile(zip_path) as zf:
+        infos = [i for i in zf.infolist() if not i.is_dir()]
+    members, unzipped = len(infos), sum(i.file_size for i in infos)
+    start = time.perf_counter()
+    paths = tabular_from_zip(zip_path, out_dir)
+    seconds = time.perf_counter() - start
+    rows = {}
+    for name, path in paths.items():
+        with open(path, "rb") as fh:
+            rows[name] = sum(block.count(b"\n") for block in iter(lambda: fh.read(1 << 24), b"")) - 1
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return {"members": members, "zip_bytes": zip_path.stat().st_size, "unzipped_bytes": unzipped,
+            "rows": rows, "seconds": round(seconds, 2), "ms_per_member": round(1000 * seconds / members, 3),
+            "mb_per_s_unzipped": round(unzipped / 1e6 / seconds, 1),
+            "peak_rss_gib_in_process": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20, 2),
+            "extrapolated_s_243310_members": round(seconds * REAL_SCENE_GRAPHS / members),
+            "extrapolated_s_10_26_gb": round(seconds * REAL_SCENE_GRAPH_BYTES / unzipped)}
+
+
 def stages(scale: str, work: Path, caps: str = "80,10") -> dict[str, tuple[list[str], dict[str, str]]]:
-    source, home = work / f"source-{scale}", work / f"home-{scale}"
-    gen = [EHRXQA, "demo-source", str(source), "--scale", scale, "--force"]
+    from ehrxqa_pipeline.sources.scene_graph import ZIP_RELEASE_PATH
+
+    preset, _, patients = scale.partition(":")
+    tag = scale.replace(":", "-")
+    source, home = work / f"source-{tag}", work / f"home-{tag}"
+    gen = [EHRXQA, "demo-source", str(source), "--scale", preset, "--force",
+           *(["--patients", patients] if patients else [])]
     env = {"EHRXQA_SOURCE_ROOT": str(source), "EHRXQA_HOME": str(home)}
     # Metadata-only full sources have no JPEGs; demo sources do.
-    cxr_env = {**env, "EHRXQA_CHECK_IMAGES": "0" if scale == "full" else "1"}
-    e2e_env = {**cxr_env, "EHRXQA_HOME": str(work / f"home-{scale}-e2e")}
+    cxr_env = {**env, "EHRXQA_CHECK_IMAGES": "0" if preset == "full" else "1"}
+    e2e_env = {**cxr_env, "EHRXQA_HOME": str(work / f"home-{tag}-e2e")}
     return {
         "generate": (gen, {}),
         "ingest": ([EHRXQA, "build", "--select", "group:sources or group:ingest"], env),
@@ -96,10 +137,13 @@ def stages(scale: str, work: Path, caps: str = "80,10") -> dict[str, tuple[list[
         "vqa": ([EHRXQA, "build", "--select", "group:mimic_cxr_vqa or key:release/mimic_cxr_vqa"], cxr_env),
         "ehr_db": ([EHRXQA, "build", "--select", "group:ehr_db"], cxr_env),
         "ehrxqa": ([sys.executable, "-m", "benchmarks.run", "--ehrxqa-home", str(home), "--ehrxqa-out",
-                    str(work / f"ehrxqa-{scale}.json"), "--ehrxqa-caps", caps], {}),
+                    str(work / f"ehrxqa-{tag}.json"), "--ehrxqa-caps", caps], {}),
+        # scene_graph.zip -> scene_tabular (sources.scene_graph), on the generated source's zip
+        "scene-graph-zip": ([sys.executable, "-m", "benchmarks.run", "--scene-graph-zip", str(source / ZIP_RELEASE_PATH),
+                             "--scene-graph-out", str(work / f"scene-graph-{tag}.json")], {}),
         # training / inference images/s per batch size, decode vs model (needs the cxr stage and JPEGs)
         "vqa_model": ([sys.executable, "-m", "benchmarks.vqa_bench", "--home", str(home), "--source", str(source),
-                       "--out", str(work / f"vqa-model-{scale}.json")], {}),
+                       "--out", str(work / f"vqa-model-{tag}.json")], {}),
         "build": ([EHRXQA, "build"], e2e_env),  # every asset, from an empty home
         "rebuild": ([EHRXQA, "build", "--changed"], e2e_env),  # nothing changed: runs nothing
     }
@@ -108,13 +152,22 @@ def stages(scale: str, work: Path, caps: str = "80,10") -> dict[str, tuple[list[
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--scales", default="demo,full")
-    p.add_argument("--stages", default="generate,ingest,cxr,vqa,ehr_db,ehrxqa,vqa_model,build,rebuild")
+    p.add_argument("--stages",
+                   default="generate,scene-graph-zip,ingest,cxr,vqa,ehr_db,ehrxqa,vqa_model,build,rebuild")
     p.add_argument("--e2e-scales", default="demo", help="scales at which the build and rebuild stages run")
     p.add_argument("--workdir", default=str(ROOT / "data" / "bench"))
     p.add_argument("--ehrxqa-caps", default="80,10", help="per-template TRAIN_VALID,TEST caps of stage ehrxqa")
     p.add_argument("--ehrxqa-home", help=argparse.SUPPRESS)  # set: run the ehrxqa stage's body (child process)
     p.add_argument("--ehrxqa-out", help=argparse.SUPPRESS)
+    p.add_argument("--scene-graph-zip", help=argparse.SUPPRESS)  # set: run the scene-graph-zip stage's body
+    p.add_argument("--scene-graph-out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.scene_graph_zip:
+        out = Path(args.scene_graph_out)
+        result = scene_graph_bench(Path(args.scene_graph_zip), out.with_name(out.stem + "-tabular"))
+        print(json.dumps(result, indent=2), flush=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        return 0
     if args.ehrxqa_home:
         caps = tuple(int(x) for x in args.ehrxqa_caps.split(","))
         result = ehrxqa_bench(Path(args.ehrxqa_home), caps)
@@ -126,16 +179,16 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for scale in args.scales.split(","):
         if "ingest" in args.stages.split(","):
-            shutil.rmtree(work / f"home-{scale}", ignore_errors=True)
+            shutil.rmtree(work / f"home-{scale.replace(':', '-')}", ignore_errors=True)
         for name, (cmd, env) in stages(scale, work, args.ehrxqa_caps).items():
             if name not in args.stages.split(",") or (name in E2E and scale not in args.e2e_scales.split(",")):
                 continue
             if name == "build":
-                shutil.rmtree(work / f"home-{scale}-e2e", ignore_errors=True)
+                shutil.rmtree(work / f"home-{scale.replace(':', '-')}-e2e", ignore_errors=True)
             wall, rss, code = run_stage(cmd, env)
             results.append({"scale": scale, "stage": name, "seconds": round(wall, 1),
                             "peak_rss_gib": round(rss, 2), "exit_code": code})
-            print(f"{scale:>5} {name:<10} {wall:8.1f} s {rss:6.2f} GiB  exit {code}", flush=True)
+            print(f"{scale:>5} {name:<15} {wall:8.1f} s {rss:6.2f} GiB  exit {code}", flush=True)
     (work / "bench-results.json").write_text(json.dumps(results, indent=2) + "\n")
     return 0 if all(r["exit_code"] == 0 for r in results) else 1
 

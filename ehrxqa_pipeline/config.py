@@ -49,7 +49,7 @@ class Settings:
 
     def layout(self) -> SourceLayout:
         """Where each dataset lives below the source root, at the releases these settings name."""
-        return SourceLayout(self.source_dir, dict(self.source_versions))
+        return SourceLayout(self.source_dir, dict(self.source_versions), self.cache_dir)
 
     @property
     def source_versions_text(self) -> str:

@@ -140,20 +140,33 @@ def observe(settings, instance) -> None:
     assert build(settings, select="group:sources", instance=instance, defs=TEST_DEFS).success
 
 
-def release_files(folder) -> dict[str, str]:
+def release_files(folder, *, read_from_zip: bool = False) -> dict[str, str]:
     """Path -> SHA-256 of every release file, the manifest included; DuckDB databases (whose bytes vary from
-    write to write) by the manifest's content digest."""
+    write to write) by the manifest's content digest. ``read_from_zip``: the manifest is hashed without the
+    source entries of the two silver scene tables (and the digest over all sources), which name the file read
+    (scene_tabular/*.txt or scene_graph.zip) and its content hash, so builds from either compare."""
+    import hashlib
+    import json
+
     from ehrxqa_pipeline.release.manifest import MANIFEST_NAME, file_entries, sha256_file
+    from ehrxqa_pipeline.sources.scene_graph import TABULAR
 
     files = {e["path"]: e["sha256"] for e in file_entries(folder)}
-    return {**files, MANIFEST_NAME: sha256_file(folder / MANIFEST_NAME)}
+    if not read_from_zip:
+        return {**files, MANIFEST_NAME: sha256_file(folder / MANIFEST_NAME)}
+    doc = json.loads((folder / MANIFEST_NAME).read_text())
+    for name in TABULAR:
+        doc["sources"]["data_versions"].pop(name)
+    doc["sources"].pop("digest")
+    return {**files, MANIFEST_NAME: hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()}
 
 
 def fresh_release(tmp_path_factory) -> dict[str, str]:
     """The release files of a full build of the current (edited) source, copied to another path in the folder
     layout of PhysioNet's downloads (ZIP folders mimic-iv-2.2/ and chest-imagenome-dataset-1.0.0/, a wget mirror
-    physionet.org/files/mimic-cxr-jpg/2.0.0/), in a new home and instance: the release depends on neither the
-    path nor the layout (nor on the history of the instance)."""
+    physionet.org/files/mimic-cxr-jpg/2.0.0/), the silver scene tables as scene_graph.zip only, in a new home
+    and instance: the release depends on neither the path nor the layout nor the form of the silver tables (nor
+    on the history of the instance); compare it with ``release_files(..., read_from_zip=True)``."""
     import shutil
 
     tmp, current = tmp_path_factory.mktemp("fresh"), Settings.resolve()
@@ -164,6 +177,8 @@ def fresh_release(tmp_path_factory) -> dict[str, str]:
         (root / to).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).rename(root / to)
         (root / rel).parent.rmdir()
+    # and with Chest ImaGenome's silver tables as PhysioNet ships them: scene_graph.zip only
+    shutil.rmtree(root / "chest-imagenome-dataset-1.0.0" / "silver_dataset" / "scene_tabular")
     (tmp / "dagster").mkdir()
     (tmp / "home" / "cache").mkdir(parents=True)  # the sentence-embedding cache memoises a function of the text
     shutil.copy(current.cache_dir / "embeddings.duckdb", tmp / "home" / "cache" / "embeddings.duckdb")
@@ -174,4 +189,4 @@ def fresh_release(tmp_path_factory) -> dict[str, str]:
         settings = Settings.resolve()
         summary = build(settings, instance=instance, defs=TEST_DEFS, run_config=SMALL_EHRXQA)
         assert summary.success, (summary.failures, summary.stale)
-        return release_files(settings.release_dir)
+        return release_files(settings.release_dir, read_from_zip=True)

@@ -80,3 +80,36 @@ def test_zero_area_boxes_kept_negative_extent_quarantined(source_copy, tmp_path)
     assert res.reasons == {"negative_extent": 1}
     assert res.rows == manifest["rows"]["silver_bbox"] + 2
     assert con.execute("SELECT object_id FROM ingest.silver_bbox_rejected").fetchall() == [("ffff-0-0-0-0_spine",)]
+
+
+def test_zip_only_source_ingests_the_same_silver_tables(small_source, source_copy, tmp_path):
+    """PhysioNet ships silver_dataset/scene_graph.zip, not scene_tabular/: with only the zip, ingestion (and
+    validate-source) read the tables converted from it, identical to the post-processed ones, and the source
+    is recorded as the zip."""
+    import shutil
+
+    from ehrxqa_pipeline.release.manifest import source_digests
+    from ehrxqa_pipeline.sources.layout import SourceLayout
+    from ehrxqa_pipeline.sources.validate import validate_source
+
+    tabular_root, _ = small_source
+    zip_root, _ = source_copy
+    shutil.rmtree(zip_root / "chest-imagenome/1.0.0/silver_dataset/scene_tabular")
+    layout = SourceLayout(zip_root, cache_dir=tmp_path / "cache")
+    report = validate_source(layout)
+    assert report.ok, report.format()
+    shown = "chest-imagenome/1.0.0/silver_dataset/scene_graph.zip (as bbox_objects_tabular.txt)"
+    assert report.files[shown]["rows"] == report.stats["rows"]["silver_bbox"] > 0
+    for table in ("silver_bbox", "silver_relations"):
+        tables = []
+        for root in (tabular_root, layout):
+            con = duckdb.connect()
+            res = ingest_table(con, root, load_contract(f"ingest/{table}"), tmp_path)
+            tables.append((res.rows, res.reasons, con.execute(f"SELECT * FROM ingest.{table}").pl(),
+                           con.execute(f"SELECT * FROM ingest.{table}_rejected").pl()))
+        assert tables[0][0] > 0 and tables[0][:2] == tables[1][:2]
+        assert tables[0][2].equals(tables[1][2]) and tables[0][3].equals(tables[1][3])
+        assert source_digests(layout)[table]["files"] == ["chest-imagenome/1.0.0/silver_dataset/scene_graph.zip"]
+    (zip_root / "chest-imagenome/1.0.0/silver_dataset/scene_graph.zip").unlink()
+    with pytest.raises(SourceError, match="or chest-imagenome/1.0.0/silver_dataset/scene_graph.zip that it is made"):
+        resolve(zip_root, "silver_bbox")

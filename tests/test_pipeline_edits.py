@@ -66,4 +66,4 @@ def test_gold_label_edit_rebuilds_only_gold_dependents(built, tmp_path_factory):
         {K.from_user_string(k) for k in rerun})}
     assert all(r is not None and r.status.value == "SUCCEEDED" for r in latest.values()), \
         {str(c): r and r.status for c, r in latest.items() if r is None or r.status.value != "SUCCEEDED"}
-    assert release_files(settings.release_dir) == fresh_release(tmp_path_factory)
+    assert release_files(settings.release_dir, read_from_zip=True) == fresh_release(tmp_path_factory)

@@ -12,12 +12,15 @@ import shutil
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import polars as pl
+
 from ehrxqa_pipeline.demo.cohort import make_cohort
 from ehrxqa_pipeline.demo.cxr_metadata import make_cxr_metadata
 from ehrxqa_pipeline.demo.ehr import make_ehr
 from ehrxqa_pipeline.demo.imagenome import make_imagenome
 from ehrxqa_pipeline.demo.io import write_json, write_table
 from ehrxqa_pipeline.demo.ontology import semantics_files
+from ehrxqa_pipeline.demo.scene_graph import write_scene_graph_zip
 from ehrxqa_pipeline.demo.scale import SCALES, Scale
 from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, CXR_METADATA, DEMO_MANIFEST, MIMIC_CXR, TABLES, release_path
 
@@ -62,10 +65,26 @@ def generate_source(out: Path, seed: int = 0, scale: str | Scale = "demo", patie
     write_table(metadata, tmp, CXR_METADATA, compress)
     counts[CXR_METADATA.name] = metadata.height
     imagenome = make_imagenome(seed, sc, cohort, metadata)
+    # The silver tables in the order Chest ImaGenome's post-processing of scene_graph.zip gives them here
+    # (ehrxqa_pipeline.sources.scene_graph): images by dicom_id; boxes in the scene graph's order; relations
+    # by report object (order of first mention), then sentence, then as generated.
+    t = imagenome.tables
+    t["silver_bbox"] = t["silver_bbox"].sort(pl.col("object_id").str.split("_").list.first(), maintain_order=True)
+    t["silver_relations"] = (
+        t["silver_relations"].with_row_index("_r")
+        .sort("image_id", pl.col("_r").min().over("image_id", "bbox"),
+              pl.col("row_id").str.split("|").list.last().cast(pl.Int64), "_r")
+        .drop("_r"))
     log("Chest ImaGenome: " + ", ".join(f"{k} {v.height}" for k, v in imagenome.tables.items()))
     for name, df in imagenome.tables.items():
         write_table(df, tmp, TABLES[name], compress=False)  # Chest ImaGenome ships plain text files
         counts[name] = df.height
+    # What PhysioNet ships: the silver tables as per-image scene graphs (the tabular files stay as well).
+    scene_images = (metadata.select("dicom_id", "subject_id", "study_id", "ViewPosition", "StudyDate", "StudyTime")
+                    .join(cohort.patients.select("subject_id", "gender"), on="subject_id", how="left"))
+    zip_path = write_scene_graph_zip(tmp, imagenome.tables["silver_bbox"], imagenome.tables["silver_relations"],
+                                     scene_images)
+    log(f"Chest ImaGenome scene graphs: {zip_path.stat().st_size / 1e6:.1f} MB zip")
     imagenome.tables.clear()
     for rel, data in semantics_files().items():
         (tmp / rel).parent.mkdir(parents=True, exist_ok=True)

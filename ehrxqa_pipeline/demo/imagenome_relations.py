@@ -122,6 +122,6 @@ def write_relations(rng: np.random.Generator, truth: pl.DataFrame, n: int) -> pl
            .select("sidx", "sent", "obj", att=pl.when("ab").then(ABNORMAL).otherwise(NORMAL).cast(pl.Int16),
                    rel=pl.lit(1, pl.Int8), tag=pl.lit(TAG_PLAIN, pl.Int8), cat=pl.lit(5, pl.Int8)))
     rows = pl.concat([rows, nlp]).sort("sidx", "sent", "obj", "att", "rel")
-    context = np.where(rng.random(rows.height) < 0.92, "yes", "no")
-    return rows.with_columns(context=pl.Series(context))
+    # context is the scene graph's yes/no token, of which relation is the 1/0 form (docs/scene_graph.md).
+    return rows.with_columns(context=pl.when(pl.col("rel") == 1).then(pl.lit("yes")).otherwise(pl.lit("no")))
 

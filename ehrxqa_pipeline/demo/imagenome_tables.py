@@ -87,16 +87,21 @@ def gold_bbox_frame(rng: np.random.Generator, dicom: pl.Series, boxes: np.ndarra
 
 def relations_frame(rows: pl.DataFrame, images: pl.DataFrame, gold: bool) -> pl.DataFrame:
     """Study-level relation rows copied to the given images (columns img, sidx, dicom_id, study_id,
-    subject_id) in the silver or gold attribute-file layout."""
+    subject_id) in the silver or gold attribute-file layout.
+
+    ``row_id`` is ``<study_id>|<sentence>`` in the silver file: the scene graphs' ``phrase_IDs``, which the
+    post-processing copies (docs/scene_graph.md); the gold file keeps ``<dicom_id>|<sentence>``. Readers
+    use only its last field. ``context`` comes from ``rows`` (``yes`` exactly where ``rel`` is 1)."""
     df = images.select("img", "sidx").join(rows, on="sidx").sort("img", "sent", "obj", "att", "rel")
     img = df["img"].to_numpy()
     dicom = images.sort("img")["dicom_id"]
     image_id = dicom + ".dcm"
-    # row_id "<dicom_id>|<sentence>": built once per (image, sentence) and gathered.
+    # row_id "<prefix>|<sentence>": built once per (image, sentence) and gathered.
+    prefix = dicom if gold else images.sort("img")["study_id"].cast(pl.String)
     n_sent = int(df["sent"].max() or 1)
     pos = np.repeat(np.arange(len(dicom)), n_sent)
     sent_txt = pl.Series(np.tile(np.arange(1, n_sent + 1), len(dicom))).cast(pl.String)
-    row_ids = dicom.gather(pos) + "|" + sent_txt
+    row_ids = prefix.gather(pos) + "|" + sent_txt
     key = img * n_sent + df["sent"].to_numpy() - 1
     out = pl.DataFrame({
         "study_id": images.sort("img")["study_id"].gather(img),

@@ -27,7 +27,7 @@ from ehrxqa_pipeline.names import SEMANTICS
 from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.release.digest import (CODE_DIRS, code_files, duckdb_content_digest, sha256_file,
                                             tree_digest)
-from ehrxqa_pipeline.sources.files import resolve
+from ehrxqa_pipeline.sources.files import origin
 from ehrxqa_pipeline.sources.layout import DATASETS, SourceLayout, as_layout
 from ehrxqa_pipeline.sources.schema import DEMO_MANIFEST, TABLES
 from ehrxqa_pipeline.sources.semantics import semantics_paths
@@ -71,7 +71,7 @@ def source_digests(source_dir: Path | SourceLayout, cache: HashCache | None = No
     digest = cache.digest if cache is not None else file_digest
     out = {}
     for name in (*TABLES, SEMANTICS):
-        paths = list(semantics_paths(layout)) if name == SEMANTICS else [resolve(layout, name)]
+        paths = list(semantics_paths(layout)) if name == SEMANTICS else [origin(layout, name)]
         out[name] = {"files": [layout.canonical(p) for p in paths],
                      "data_version": combine(*(digest(p) for p in paths))}
     return out

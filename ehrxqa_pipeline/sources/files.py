@@ -25,6 +25,7 @@ import io
 import mmap
 import os
 import re
+import tempfile
 import uuid
 import zlib
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import polars as pl
 
+from . import scene_graph
 from .errors import SourceError
 from .layout import SourceLayout, as_layout
 from .schema import TABLES, SourceFile
@@ -71,9 +73,11 @@ def candidates(sf: SourceFile) -> tuple[str, ...]:
     return (sf.path, sf.path + ".gz") if sf.gzip_ok else (sf.path,)
 
 
-def resolve(root: Path | SourceLayout, name: str) -> Path:
-    """The existing file for table ``name``: ``PATH`` if present, else ``PATH.gz`` (when gzip is allowed),
-    inside the dataset's release folder (``layout``; a plain root means the paper's releases)."""
+def origin(root: Path | SourceLayout, name: str) -> Path:
+    """The file on disk that table ``name`` comes from: ``PATH`` if present, else ``PATH.gz`` (when gzip is
+    allowed), inside the dataset's release folder (``layout``; a plain root means the paper's releases); for
+    the two silver scene tables, PhysioNet's ``silver_dataset/scene_graph.zip`` when ``scene_tabular/`` (the
+    output of Chest ImaGenome's post-processing) is absent."""
     sf = source_file(name)
     layout = as_layout(root)
     folder = layout.dataset_dir(sf.dataset)
@@ -81,10 +85,33 @@ def resolve(root: Path | SourceLayout, name: str) -> Path:
         path = folder / rel
         if path.is_file():
             return path
-    shown = layout.relative(folder / sf.path)
+    named = layout.relative(folder / sf.path)
     expected = " or ".join(layout.relative(folder / rel) for rel in candidates(sf))
-    raise SourceError(shown + ("[.gz]" if sf.gzip_ok else ""), f"file not found (expected {expected})",
+    if name in scene_graph.TABULAR:
+        if (folder / scene_graph.ZIP_PATH).is_file():
+            return folder / scene_graph.ZIP_PATH
+        expected += f", or {layout.relative(folder / scene_graph.ZIP_PATH)} that it is made from"
+    raise SourceError(named + ("[.gz]" if sf.gzip_ok else ""), f"file not found (expected {expected})",
                       fix=_FIX_MISSING)
+
+
+def resolve(root: Path | SourceLayout, name: str) -> Path:
+    """The file to read for table ``name``: its ``origin``, or for a scene table read from the zip, the
+    table converted from it once into the cache (``scene_graph.scene_tabular_cached``)."""
+    layout = as_layout(root)
+    path = origin(layout, name)
+    if path.suffix != ".zip":
+        return path
+    cache = layout.cache_dir if layout.cache_dir is not None else Path(tempfile.gettempdir()) / "ehrxqa-cache"
+    return scene_graph.scene_tabular_cached(path, cache / "scene_graph")[name]
+
+
+def file_label(root: Path | SourceLayout, name: str) -> str:
+    """How messages name table ``name``'s file: its origin, relative to the source root (for a table made
+    from the scene-graph zip, the zip and the file made from it)."""
+    path = origin(root, name)
+    rel = relative(root, path)
+    return f"{rel} (as {Path(source_file(name).path).name})" if path.suffix == ".zip" else rel
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -96,7 +123,7 @@ def read_header(root: Path | SourceLayout, name: str) -> list[str]:
     """Column names of the file for ``name``, checked: every required column must be present."""
     sf = source_file(name)
     path = resolve(root, name)
-    rel = relative(root, path)
+    rel = file_label(root, name)
     try:
         with _open_text(path) as fh:
             header = next(csv.reader(fh, delimiter=sf.sep), None)

@@ -191,9 +191,10 @@ class SourceLayout:
     matters to the files that live in it). ``versions`` names the releases wanted where they are not the
     paper's."""
 
-    def __init__(self, root: Path, versions: Mapping[str, str] | None = None):
+    def __init__(self, root: Path, versions: Mapping[str, str] | None = None, cache_dir: Path | None = None):
         self.root = Path(root)
         self.wanted = dict(versions or {})
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None  # for files made from the source
         self._found: dict[str, tuple[Path, str]] = {}
 
     def __repr__(self) -> str:

@@ -18,14 +18,14 @@ import polars as pl
 
 from .errors import SourceError
 from .layout import as_layout
-from .files import (_FIX_REDOWNLOAD, LARGE_GZIP_BYTES, candidates, quoting, read_header, relative, resolve,
+from .files import (_FIX_REDOWNLOAD, LARGE_GZIP_BYTES, candidates, quoting, read_header, relative, resolve, file_label,
                     scan_raw, source_file, verify_gzip)
 from .schema import DATE_FORMAT, DATETIME_FORMAT, SourceFile
 
 __all__ = [
     "LARGE_GZIP_BYTES", "PARSE_ERROR", "POLARS_TYPES", "ROW", "TYPE_DESCRIPTIONS", "candidates", "cxr_study_datetime",
     "parse_error_expr", "parse_expr", "parse_failed", "read_failure", "read_header", "read_table", "relative",
-    "quoting", "resolve", "scan_raw", "scan_table", "source_file", "verify_gzip",
+    "quoting", "resolve", "file_label", "scan_raw", "scan_table", "source_file", "verify_gzip",
 ]
 # Datetime columns accept "YYYY-MM-DD HH:MM:SS", with optional fractional seconds, or a bare date.
 _DATETIME_FORMATS = ("%Y-%m-%d %H:%M:%S%.f", DATE_FORMAT)
@@ -108,7 +108,7 @@ def _columns(root: Path, sf: SourceFile, columns: list[str] | None) -> list[str]
         raise ValueError(f"{sf.name} has no column(s) {unknown} in the schema")
     absent = [c for c in columns if c not in header]
     if absent:
-        raise SourceError(relative(root, resolve(root, sf.name)),
+        raise SourceError(file_label(root, sf.name),
                           f"column '{absent[0]}' is not in the file", column=absent[0],
                           fix="use the full PhysioNet release file, which has every column")
     return list(columns)
@@ -137,7 +137,7 @@ def read_failure(root: Path, name: str, exc: Exception) -> SourceError:
     mode = quoting(root, name)
     if mode.literal:  # the standard reading failed as well: the file needs both
         first += f"; {mode.reason}, and read so it fails too"
-    return SourceError(relative(root, resolve(root, name)), f"cannot be read as {kind} ({first})",
+    return SourceError(file_label(root, name), f"cannot be read as {kind} ({first})",
                        fix=_FIX_REDOWNLOAD.replace("; 'gzip -t FILE' confirms the damage", "")
                        + "; rows with a wrong number of fields or broken quoting are the usual cause")
 
@@ -156,7 +156,7 @@ def read_table(root: Path, name: str, columns: list[str] | None = None,
     if bad.height:
         column, _, value = bad[PARSE_ERROR][0].partition("='")
         raise SourceError(
-            relative(root, resolve(root, name)),
+            file_label(root, name),
             f"column '{column}' has a value that is not {TYPE_DESCRIPTIONS[sf.types[column]]}",
             column=column, row=int(bad[ROW][0]), value=value[:-1], count=bad.height,
             fix=f"re-download the file from PhysioNet; if it was edited, make every '{column}' value "

@@ -106,7 +106,7 @@ class _Validator(IdChecks):
             self.report.files[err.file] = {"table": sf.name, "rows": None, "status": "MISSING"}
             self.report.problems.append(Problem.from_error(err))
             return
-        rel = readers.relative(self.root, path)
+        rel = readers.file_label(self.root, sf.name)
         entry = self.report.files.setdefault(rel, {"table": sf.name, "rows": None})
         if sf.gzip_ok and path.suffix != ".gz" and path.with_name(path.name + ".gz").is_file():
             self.add("warning", rel, f"both {path.name} and {path.name}.gz exist; the plain file is read",
@@ -330,6 +330,8 @@ def validate_source(root: Path | SourceLayout, cache_dir: Path | None = None) ->
     """Check a PhysioNet source root (at the paper's releases, or at those a ``SourceLayout`` names);
     ``report.ok`` is False when any error-level problem was found."""
     layout = root if isinstance(root, SourceLayout) else SourceLayout(Path(root))
+    if layout.cache_dir is None and cache_dir is not None:
+        layout.cache_dir = Path(cache_dir)  # where a scene-graph zip is converted
     cache_dir = Path(cache_dir) if cache_dir is not None else None
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)

@@ -53,7 +53,7 @@ class IdChecks:
                  f"'{column}' are not in {against}", _FIX_RELEASES, column=column)
 
     def _rel(self, name: str) -> str:
-        return readers.relative(self.root, readers.resolve(self.root, name))
+        return readers.file_label(self.root, name)
 
     def check_ids(self) -> pl.DataFrame | None:
         """Cross-source id consistency; returns the metadata ids (for the image check) when readable."""
