@@ -24,7 +24,7 @@ from ehrxqa_pipeline.demo.scene_graph import write_scene_graph_zip
 from ehrxqa_pipeline.demo.scale import SCALES, Scale
 from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, CXR_METADATA, DEMO_MANIFEST, MIMIC_CXR, TABLES, release_path
 
-GENERATOR_VERSION = "2"  # 2: zero-area silver boxes planted
+GENERATOR_VERSION = "3"  # 2: zero-area silver boxes planted; 3: scene_graph.zip, silver rows in its order
 
 
 def resolve_scale(scale: str | Scale = "demo", patients: int | None = None,
