@@ -143,8 +143,9 @@ def observe(settings, instance) -> None:
 def release_files(folder, *, read_from_zip: bool = False) -> dict[str, str]:
     """Path -> SHA-256 of every release file, the manifest included; DuckDB databases (whose bytes vary from
     write to write) by the manifest's content digest. ``read_from_zip``: the manifest is hashed without the
-    source entries of the two silver scene tables (and the digest over all sources), which name the file read
-    (scene_tabular/*.txt or scene_graph.zip) and its content hash, so builds from either compare."""
+    source entries of the two silver scene tables (and the digest over all sources, in the datasheet too), which
+    name the file read (scene_tabular/*.txt or scene_graph.zip) and its content hash, so builds from either
+    compare."""
     import hashlib
     import json
 
@@ -157,8 +158,12 @@ def release_files(folder, *, read_from_zip: bool = False) -> dict[str, str]:
     doc = json.loads((folder / MANIFEST_NAME).read_text())
     for name in TABULAR:
         doc["sources"]["data_versions"].pop(name)
-    doc["sources"].pop("digest")
-    return {**files, MANIFEST_NAME: hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()}
+    doc["sources"].pop("digest")  # also stated in the datasheet, which is compared without that line
+    doc["files"] = [f for f in doc["files"] if f["path"] != "datasheet.md"]
+    sheet = [line for line in (folder / "datasheet.md").read_text().splitlines()
+             if "Source content digest" not in line]
+    return {**files, "datasheet.md": hashlib.sha256("\n".join(sheet).encode()).hexdigest(),
+            MANIFEST_NAME: hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()}
 
 
 def fresh_release(tmp_path_factory) -> dict[str, str]:
