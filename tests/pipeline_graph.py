@@ -158,11 +158,10 @@ def release_files(folder, *, read_from_zip: bool = False) -> dict[str, str]:
     doc = json.loads((folder / MANIFEST_NAME).read_text())
     for name in TABULAR:
         doc["sources"]["data_versions"].pop(name)
-    doc["sources"].pop("digest")  # also stated in the datasheet, which is compared without that line
+    digest = doc["sources"].pop("digest")  # also stated in the datasheet, compared without it
     doc["files"] = [f for f in doc["files"] if f["path"] != "datasheet.md"]
-    sheet = [line for line in (folder / "datasheet.md").read_text().splitlines()
-             if "Source content digest" not in line]
-    return {**files, "datasheet.md": hashlib.sha256("\n".join(sheet).encode()).hexdigest(),
+    sheet = (folder / "datasheet.md").read_text().replace(digest, "<source digest>")
+    return {**files, "datasheet.md": hashlib.sha256(sheet.encode()).hexdigest(),
             MANIFEST_NAME: hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()}
 
 
