@@ -152,3 +152,15 @@ def test_the_build_reads_a_named_release_and_refuses_it_unnamed(source, tmp_path
     assert done.success
     (mat,) = done.asset_materializations_for_node(asset.node_def.name)
     assert mat.metadata["source_rows"].value == len(source.rows["patients"])
+
+
+def test_validate_source_command_takes_the_release_setting(source, capsys):
+    from ehrxqa_pipeline.cli import main
+
+    (source.root / "mimiciv" / "2.2").rename(source.root / "mimiciv" / "3.1")
+    assert main(["validate-source", str(source.root)]) == 1
+    assert "this is MIMIC-IV 3.1" in capsys.readouterr().out
+    assert main(["validate-source", str(source.root), "--source-version", "mimiciv=3.1"]) == 0
+    assert "MIMIC-IV 3.1 in mimiciv/3.1/ (the paper used 2.2)" in capsys.readouterr().out
+    assert main(["validate-source", str(source.root), "--source-version", "mimiciv=9"]) == 2
+    assert "is not one of" in capsys.readouterr().err
