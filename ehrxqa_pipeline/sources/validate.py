@@ -48,7 +48,7 @@ class _Validator(IdChecks):
     def __init__(self, layout: SourceLayout, cache_dir: Path | None, tmp: str):
         self.root = layout  # readers take the layout wherever they take a root
         self.cache_dir = cache_dir
-        self.report = ValidationReport(layout.root, stats={"rows": {}, "duplicate_keys": {}, "overlaps": {},
+        self.report = ValidationReport(layout.root, stats={"rows": {}, "duplicate_keys": {}, "overlaps": {}, "foreign_keys": {},
                                                            "quarantine": {}, "out_of_scope": {},
                                                            "images_found": None, "releases": {}})
         self.usable: set[str] = set()  # tables that passed every error-level check
