@@ -37,7 +37,7 @@ def _db_asset(which: str) -> dg.AssetsDefinition:
     key = DB_KEYS[which]
     images = "the MIMIC-CXR-VQA valid split" if which == "silver" else "the gold cohort (all studies of gold patients)"
 
-    @dg.asset(key=key, group_name=names.EHR_DB, code_version="1", automation_condition=ON_CHANGE,
+    @dg.asset(key=key, group_name=names.EHR_DB, code_version="2", automation_condition=ON_CHANGE,
               deps=[SPLITS_KEY, GOLD_KEY, LABEL_KEYS["silver"], LABEL_KEYS["gold"],
                     *(ingest_key(t.name) for t in MIMICIV_FILES), ingest_key("silver_relations")],
               pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"], kinds={"duckdb", "sqlite"},

@@ -76,8 +76,9 @@ def cmd_demo_source(args) -> int:
     start = time.perf_counter()
     try:
         manifest = generate_source(Path(args.out), seed=args.seed, scale=args.scale, patients=args.patients,
-                                   images=False if args.no_images else None, force=args.force)
-    except FileExistsError as e:
+                                   images=False if args.no_images else None, force=args.force,
+                                   withheld_share=args.withheld_share)
+    except (FileExistsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"wrote {args.out} ({sum(manifest['rows'].values())} rows, {manifest['images_written']} images) "
@@ -157,6 +158,8 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--scale", choices=["demo", "full"], default="demo")
     d.add_argument("--patients", type=int, default=None, help="override the number of CXR patients")
     d.add_argument("--no-images", action="store_true", help="skip the phantom JPEGs")
+    d.add_argument("--withheld-share", type=float, default=None,
+                   help="share of the CXR patients left out of MIMIC-IV, as the real release does (default 0.05)")
     d.add_argument("--force", action="store_true", help="replace a non-empty OUT")
     d.set_defaults(func=cmd_demo_source)
 

@@ -40,6 +40,7 @@ from ehrxqa_pipeline.demo.ehr_planted import planted_counts
 from ehrxqa_pipeline.demo.ehr_stays import build_timeline
 from ehrxqa_pipeline.demo.ehr_util import DAY, table
 from ehrxqa_pipeline.demo.scale import Scale
+from ehrxqa_pipeline.demo.withheld import withhold
 from ehrxqa_pipeline.rng import generator
 
 TABLE_ORDER = ("patients", "admissions", "transfers", "diagnoses_icd", "procedures_icd", "d_icd_diagnoses",
@@ -58,12 +59,14 @@ def _icd_tail(scale: Scale) -> int:
     return int(min(2_000, max(150, scale.cxr_patients // 30)))
 
 
-def make_ehr(seed: int, scale: Scale, patients: pl.DataFrame,
-             studies: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], dict]:
+def make_ehr(seed: int, scale: Scale, patients: pl.DataFrame, studies: pl.DataFrame,
+             withheld: pl.Series | None = None) -> tuple[dict[str, pl.DataFrame], dict]:
     """All 16 MIMIC-IV tables (exact real columns and types) and the planted counts measured on them.
 
     ``patients``: subject_id, gender, anchor_age, anchor_year, anchor_year_group, dod, has_cxr, is_gold;
     ``studies``: subject_id, study_id, study_datetime (every subject_id present in ``patients``).
+    ``withheld``: subject_ids whose rows are removed from every table after generation (``demo.withheld``);
+    the planted counts are measured on what remains, over the studies of the remaining patients.
     """
     density = scale.event_density
     patients = patients.sort("subject_id")
@@ -105,4 +108,8 @@ def make_ehr(seed: int, scale: Scale, patients: pl.DataFrame,
         "d_items": d_items(),
     }
     tables = {name: tables[name] for name in TABLE_ORDER}
+    if withheld is not None and not withheld.is_empty():
+        tables = withhold(tables, withheld)
+        kept = ~pl.col("subject_id").is_in(withheld.implode())
+        patients, studies = patients.filter(kept), studies.filter(kept)
     return tables, planted_counts(tables, patients, studies)

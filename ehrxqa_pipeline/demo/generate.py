@@ -22,26 +22,31 @@ from ehrxqa_pipeline.demo.io import write_json, write_table
 from ehrxqa_pipeline.demo.ontology import semantics_files
 from ehrxqa_pipeline.demo.scene_graph import write_scene_graph_zip
 from ehrxqa_pipeline.demo.scale import SCALES, Scale
+from ehrxqa_pipeline.demo.withheld import pick_withheld, withheld_planted
 from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, CXR_METADATA, DEMO_MANIFEST, MIMIC_CXR, TABLES, release_path
 
-GENERATOR_VERSION = "3"  # 2: zero-area silver boxes planted; 3: scene_graph.zip, silver rows in its order
+# 2: zero-area silver boxes planted; 3: scene_graph.zip, silver rows in its order; 4: CXR patients withheld
+# from MIMIC-IV (demo.withheld)
+GENERATOR_VERSION = "4"
 
 
 def resolve_scale(scale: str | Scale = "demo", patients: int | None = None,
-                  images: bool | None = None) -> Scale:
+                  images: bool | None = None, withheld_share: float | None = None) -> Scale:
     sc = SCALES[scale] if isinstance(scale, str) else scale
     if patients is not None:
         sc = sc.with_patients(patients)
     if images is not None:
         sc = replace(sc, images=images)
+    if withheld_share is not None:
+        sc = replace(sc, withheld_share=withheld_share)
     return sc
 
 
 def generate_source(out: Path, seed: int = 0, scale: str | Scale = "demo", patients: int | None = None,
                     images: bool | None = None, compress: bool | None = None, workers: int = 2,
-                    force: bool = False, log=print) -> dict:
+                    force: bool = False, log=print, withheld_share: float | None = None) -> dict:
     """Generate into ``out`` (written to a sibling temp folder, then moved into place)."""
-    sc = resolve_scale(scale, patients, images)
+    sc = resolve_scale(scale, patients, images, withheld_share)
     compress = sc.name == "demo" if compress is None else compress  # full scale: plain .csv is faster
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not force:
@@ -54,9 +59,11 @@ def generate_source(out: Path, seed: int = 0, scale: str | Scale = "demo", patie
     cohort = make_cohort(seed, sc)
     metadata, planted_cxr = make_cxr_metadata(seed, sc, cohort)
     log(f"MIMIC-CXR metadata: {metadata.height} images")
+    withheld = pick_withheld(seed, sc, cohort.patients)
+    log(f"withheld from MIMIC-IV: {withheld.len()} CXR patients")
     counts: dict[str, int] = {}
     # Each part is written and released before the next is built, so peak memory is one part's frames.
-    ehr, planted_ehr = make_ehr(seed, sc, cohort.patients, cohort.studies)
+    ehr, planted_ehr = make_ehr(seed, sc, cohort.patients, cohort.studies, withheld)
     log("MIMIC-IV: " + ", ".join(f"{k} {v.height}" for k, v in ehr.items()))
     for name, df in ehr.items():
         write_table(df, tmp, TABLES[name], compress)
@@ -65,6 +72,7 @@ def generate_source(out: Path, seed: int = 0, scale: str | Scale = "demo", patie
     write_table(metadata, tmp, CXR_METADATA, compress)
     counts[CXR_METADATA.name] = metadata.height
     imagenome = make_imagenome(seed, sc, cohort, metadata)
+    planted_withheld = withheld_planted(withheld, cohort.patients, metadata, imagenome.tables["gold_relations"])
     # The silver tables in the order Chest ImaGenome's post-processing of scene_graph.zip gives them here
     # (ehrxqa_pipeline.sources.scene_graph): images by dicom_id; boxes in the scene graph's order; relations
     # by report object (order of first mention), then sentence, then as generated.
@@ -102,7 +110,8 @@ def generate_source(out: Path, seed: int = 0, scale: str | Scale = "demo", patie
     manifest = {
         "generator": "ehrxqa_pipeline.demo", "generator_version": GENERATOR_VERSION, "seed": seed,
         "scale": asdict(sc), "compressed": compress, "rows": counts, "images_written": written,
-        "planted": {"cxr": planted_cxr, "ehr": planted_ehr, "imagenome": imagenome.planted},
+        "planted": {"cxr": planted_cxr, "ehr": planted_ehr, "imagenome": imagenome.planted,
+                    "withheld": planted_withheld},
     }
     write_json(manifest, tmp / DEMO_MANIFEST)
     if out.exists():

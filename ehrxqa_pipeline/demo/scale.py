@@ -17,6 +17,9 @@ class Scale:
     images: bool  # write phantom JPEGs
     image_min: int = 320  # phantom image side lengths in pixels (metadata Rows/Columns match)
     image_max: int = 400
+    # share of the CXR patients withheld from MIMIC-IV (absent from every MIMIC-IV table; their CXR metadata
+    # and Chest ImaGenome labels stay), as MIMIC-IV 2.2 withholds about 5 % of the MIMIC-CXR patients
+    withheld_share: float = 0.05
 
     def with_patients(self, n: int) -> Scale:
         """Override the CXR patient count, keeping the other proportions."""

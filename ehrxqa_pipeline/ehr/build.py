@@ -109,10 +109,9 @@ def build_database(con: duckdb.DuckDBPyConnection, which: str, config: DbConfig 
     rows["tb_cxr_plus"], _ = materialize(con, ANSWER_TABLE, tb_cxr_plus_sql(ctx), answers_stage, build,
                                          T.ORDER["tb_cxr_plus"])
 
-    patient_reasons = dict(con.execute(f"SELECT reason, count(*) FROM {build}._candidates "
-                                       f"WHERE reason IS NOT NULL GROUP BY 1 ORDER BY 1").fetchall())
-    patient_reasons["not_drawn"] = sampling.eligible - sampling.n_patients
-    rejected["patients"] = {**patient_reasons, **rejected["patients"]}
+    # patients_rejected holds the candidates set aside before the draw (not_in_mimiciv, no_eligible_admission);
+    # eligible patients the draw did not take are counted only
+    rejected["patients"]["not_drawn"] = sampling.eligible - sampling.n_patients
     link["linked_admission_not_in_database"] = con.execute(f"""
         SELECT count(*) FROM {stage}.tb_cxr t JOIN {build}._links l USING (study_id)
         WHERE l.hadm_id IS NOT NULL AND t.hadm_id IS NULL""").fetchone()[0]

@@ -12,8 +12,9 @@ Admission rules, first failing reason wins (``<build>._admissions``):
       the two rules above, computed over the candidate patients' admissions (the published script uses the
       whole of MIMIC-IV, defect 19; the threshold is reported).
 
-A candidate patient (one with an image in the set) is eligible when it is in ``patients`` and keeps at
-least one admission. It can be a *current* patient when its latest kept admission (by admittime) contains
+A candidate patient (one with an image in the set) is eligible when it is in ``patients`` (else
+``not_in_mimiciv``: MIMIC-IV withholds some MIMIC-CXR patients, about 5 % in 2.2) and keeps at least one
+admission (else ``no_eligible_admission``); both reasons name the patient in ``<build>.patients_rejected``. It can be a *current* patient when its latest kept admission (by admittime) contains
 an instant ``u`` whose time of day is the current time's (23:59:00) with u >= the admission's admittime,
 u >= the first study, u < dischtime, the first study and the admittime no more than the time frame
 (start .. current time) before u, and the patient alive after that discharge (dod null or later than
@@ -109,7 +110,7 @@ def stage_candidates(con: duckdb.DuckDBPyConnection, which: str, config: DbConfi
         FROM base)
     SELECT subject_id, in_patients, n_adm, first_study, latest_hadm, latest_admit, latest_disch, dod, birth_year,
            cur_day_first, greatest(cur_day_last - cur_day_first + 1, 0) AS cur_days,
-           CASE WHEN NOT in_patients THEN 'not_in_patients'
+           CASE WHEN NOT in_patients THEN 'not_in_mimiciv'
                 WHEN n_adm = 0 THEN 'no_eligible_admission' END AS reason,
            in_patients AND n_adm > 0 AND cur_day_last >= cur_day_first
                AND (dod IS NULL OR CAST(dod AS TIMESTAMP) > latest_disch) AS current_ok

@@ -9,6 +9,9 @@ transfer outtime, prescription stoptime) later than the current time becomes nul
 ongoing "now" (reference 5.7).
 
 Rules (reference 5.10 with defects 19 and 22 addressed):
+* patients: the drawn patients; the candidates (patients with an image in the set) that could not be drawn
+  are rows of ``patients_rejected`` with their reason: ``not_in_mimiciv`` (withheld from MIMIC-IV: no
+  ``patients`` row; MIMIC-IV 2.2 withholds about 5 % of the MIMIC-CXR patients) or ``no_eligible_admission``.
 * admissions: the cohort rules (``<build>._admissions``), then the time frame; an admission still open at
   the current time is dropped (``open_at_current_time``) unless it is the chosen admission of a current
   patient, whose dischtime becomes null -- so "current patient" means exactly the drawn ones (defect 15).
@@ -80,8 +83,14 @@ def majority_unit_sql(table: str, key: str, unit: str, where: str = "TRUE") -> s
 
 
 def patients(c: Ctx) -> str:
+    # the sampled patients, and the candidates set aside before the draw with their reason (``_candidates``):
+    # ``patients_rejected`` names every patient with an image in the set who is not in the database
     return f"""SELECT o.subject_id, p.gender, o.dob, o.dod, NULL AS reason
-               FROM {c.build}._offsets o JOIN ingest.patients p USING (subject_id)"""
+               FROM {c.build}._offsets o JOIN ingest.patients p USING (subject_id)
+               UNION ALL
+               SELECT cd.subject_id, p.gender, NULL, NULL, cd.reason
+               FROM {c.build}._candidates cd LEFT JOIN ingest.patients p USING (subject_id)
+               WHERE cd.reason IS NOT NULL"""
 
 
 def admissions(c: Ctx) -> str:

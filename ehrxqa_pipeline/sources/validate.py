@@ -3,10 +3,11 @@
 ``validate_source`` checks, in order: the layout (root, dataset folders, every file of ``schema.TABLES``
 and the semantics files), gzip integrity, required columns, the type of every required value (over the
 whole file), the table's data contract (``data_contracts/ingest.<table>.yaml``: the refusal reason of every
-row, computed by the expression ingestion uses), key uniqueness, cross-source id consistency (CXR vs
-MIMIC-IV, Chest ImaGenome vs CXR metadata, gold vs silver) and the image tree. Errors block a build (a
+row, computed by the expression ingestion uses), key uniqueness, cross-source id consistency (the
+contracts' foreign keys between datasets, e.g. CXR subjects -> MIMIC-IV patients, with the build's measure
+and limit; Chest ImaGenome vs CXR metadata, gold vs silver) and the image tree. Errors block a build (a
 table whose quarantine would pass the contract's ``max_rejected_fraction`` is an error, as the build's
-quarantine check fails on it); warnings describe what ingestion will quarantine or what downstream steps
+quarantine check fails on it; so is a cross-source foreign key above its ``max_orphan_fraction``); warnings describe what ingestion will quarantine or what downstream steps
 will miss; notes count rows that are out of scope (a contract scope rule: real data the pipeline skips).
 
 Memory stays bounded at full scale: each table is read once as a polars stream; type failures are counted
@@ -49,7 +50,7 @@ class _Validator(IdChecks):
         self.root = layout  # readers take the layout wherever they take a root
         self.cache_dir = cache_dir
         self.report = ValidationReport(layout.root, stats={"rows": {}, "duplicate_keys": {}, "overlaps": {},
-                                                           "quarantine": {}, "out_of_scope": {},
+                                                           "foreign_keys": {}, "quarantine": {}, "out_of_scope": {},
                                                            "images_found": None, "releases": {}})
         self.usable: set[str] = set()  # tables that passed every error-level check
         self.con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY_LIMIT, "temp_directory": tmp,

@@ -1,15 +1,21 @@
 """Cross-source checks of ``validate_source``: ids agree across MIMIC-IV, MIMIC-CXR and Chest ImaGenome,
 and the image tree holds the metadata's JPEGs (a mixin of the validator; it uses its connection, root and
-report)."""
+report). The contracts' foreign keys between datasets (CXR subjects and gold patients -> MIMIC-IV patients)
+are judged exactly as the build's ``foreign_keys`` check judges them; the other id overlaps (image ids of
+Chest ImaGenome vs the metadata) use ``UNKNOWN_ID_ERROR_FRACTION``."""
 
 from __future__ import annotations
 
 import polars as pl
 
+from ehrxqa_pipeline.contracts import ContractError, load_contract, reason_expr
+from ehrxqa_pipeline.quality import count_orphans
+
 from . import readers
 from .errors import SourceError
 from .images import image_relpath_expr, images_dir, list_images
 from .report import Problem
+from .schema import TABLES
 
 # Above this share of unknown ids the two sources are from different releases (or one is damaged);
 # below it the cohort steps simply drop the few unmatched rows.
@@ -55,6 +61,68 @@ class IdChecks:
     def _rel(self, name: str) -> str:
         return readers.file_label(self.root, name)
 
+    # -- cross-source foreign keys of the contracts ------------------------------------------------------
+    def check_cross_source_keys(self) -> None:
+        """Every contract foreign key from one dataset into another (MIMIC-CXR subjects and Chest ImaGenome
+        gold patients into MIMIC-IV patients), judged as the build's ``foreign_keys`` check judges it: the
+        same measure (``quality.count_orphans`` over the rows ingestion keeps) and the contract's limit."""
+        for name, sf in TABLES.items():
+            try:
+                contract = load_contract(f"ingest/{name}")
+            except ContractError:
+                continue
+            for fk in contract.foreign_keys:
+                if TABLES[fk.references].dataset != sf.dataset:
+                    self._foreign_key(contract, fk)
+
+    def _kept_rows(self, contract, columns: list[str]) -> pl.LazyFrame:
+        """``columns`` of the rows ingestion keeps: no refusal reason, the first row of each primary key."""
+        lf = readers.scan_table(self.root, contract.table, self.cache_dir)
+        present = lf.collect_schema().names()
+        lf = lf.with_columns(reason_expr(contract, present)).filter(pl.col("_reason").is_null())
+        key = [k for k in contract.primary_key if k in present]
+        if key:
+            lf = lf.unique(subset=key, keep="first", maintain_order=True)
+        return lf.select(columns)
+
+    def _foreign_key(self, contract, fk) -> None:
+        child, parent = contract.table, fk.references
+        if child not in self.usable or parent not in self.usable:
+            return  # a file that failed its own checks is already an error
+        try:
+            rows = self._kept_rows(contract, list(fk.columns)).collect(engine="streaming")
+            keys = (readers.scan_table(self.root, parent, self.cache_dir).select(list(fk.ref_columns))
+                    .unique().collect(engine="streaming"))
+        except SourceError as err:
+            self.report.problems.append(Problem.from_error(err))
+            return
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            self.report.problems.append(Problem.from_error(readers.read_failure(self.root, child, exc)))
+            return
+        self.con.register("_fk_child", rows)
+        self.con.register("_fk_parent", keys)
+        try:
+            count = count_orphans(self.con, "_fk_child", ["_fk_parent"], fk)
+        finally:
+            self.con.unregister("_fk_child")
+            self.con.unregister("_fk_parent")
+        label = f"{child}.{'_'.join(fk.columns)}->{parent}"
+        self.report.stats["foreign_keys"][label] = {
+            "rows": count.rows, "orphans": count.orphans, "orphan_keys": count.orphan_keys,
+            "orphan_fraction": round(count.share, 6), "max_orphan_fraction": fk.max_orphan_fraction}
+        if not count.orphans:
+            return
+        column = ", ".join(fk.columns)
+        what = (f"{count.summary(fk)} in column '{column}' point at no row of {self._rel(parent)}")
+        limit = f"{fk.max_orphan_fraction:.2%} (data_contracts/ingest.{child}.yaml)"
+        if count.passes(fk):
+            self.add("warning", self._rel(child), f"{what}, within the contract's {limit}",
+                     f"none needed if the source is complete: {fk.why}", column=column)
+        else:
+            self.add("error", self._rel(child), f"{what}; the contract allows {limit}",
+                     f"{_FIX_RELEASES} (the build's foreign_keys check fails above the limit: {fk.why})",
+                     column=column)
+
     def check_ids(self) -> pl.DataFrame | None:
         """Cross-source id consistency; returns the metadata ids (for the image check) when readable."""
         strip = pl.col("image_id").str.strip_suffix(".dcm")
@@ -63,17 +131,7 @@ class IdChecks:
         images = meta["dicom_id"].drop_nulls().unique() if meta is not None else None
         subjects = meta["subject_id"].drop_nulls().unique() if meta is not None else None
         meta_rel = self._rel("cxr_metadata") if meta is not None else ""
-        patients = self._ids("patients", pl.col("subject_id"))
-        if subjects is not None and patients is not None:
-            unknown = int((~subjects.is_in(patients.implode())).sum())
-            self.report.stats["overlaps"]["cxr_subjects_in_mimiciv"] = {"ids": subjects.len(), "unknown": unknown}
-            if unknown == subjects.len() and unknown:
-                self.add("error", meta_rel, f"none of the {unknown:,} CXR subjects in column 'subject_id' is in "
-                         f"{self._rel('patients')}", _FIX_RELEASES, column="subject_id")
-            elif unknown:
-                self.add("warning", meta_rel, f"{unknown:,} of {subjects.len():,} CXR subjects in column "
-                         f"'subject_id' are not in {self._rel('patients')}; their studies have no EHR data",
-                         _FIX_RELEASES, column="subject_id")
+        self.check_cross_source_keys()
         silver = self._ids("silver_relations", strip)
         boxes = self._ids("silver_bbox", pl.col("object_id").str.splitn("_", 2).struct.field("field_0"))
         gold = self._ids("gold_relations", strip)

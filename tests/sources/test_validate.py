@@ -178,19 +178,28 @@ def test_gold_patient_and_image_ids(source):
     by = {(p.severity, p.column, p.message.split(" in column")[0]) for p in report.problems if p.file == GOLD_REL}
     assert by == {("error", "image_id", "1 of 2 image ids (without .dcm) (50.0%)"),
                   ("error", "patient_id", "1 of 2 gold patients (50.0%)"),
-                  ("warning", "image_id", "1 of 2 image ids (without .dcm) (50.0%)")}  # the last: vs silver
+                  ("warning", "image_id", "1 of 2 image ids (without .dcm) (50.0%)"),  # vs silver
+                  # vs MIMIC-IV patients: the contract's foreign key, within its limit
+                  ("warning", "patient_id", "1 of 3 rows (33.33%; 1 distinct patient_id value)")}
     assert any(SILVER_REL in p.message for p in report.warnings)
 
 
 def test_cxr_subjects_versus_patients(source):
+    # the contract's foreign key cxr_metadata.subject_id -> patients: rows of the metadata, limit 50 %
     source.write("patients", source.rows["patients"][:2])
     report = validate_source(source.root)
     p = _only(report, "warning")
     assert (p.file, p.column) == (META, "subject_id")
-    assert p.message.startswith(f"1 of 3 CXR subjects in column 'subject_id' are not in {PATIENTS}")
+    assert p.message == (f"1 of 4 rows (25.00%; 1 distinct subject_id value) in column 'subject_id' point at no "
+                         f"row of {PATIENTS}, within the contract's 50.00% (data_contracts/ingest.cxr_metadata.yaml)")
+    assert report.stats["foreign_keys"]["cxr_metadata.subject_id->patients"] == {
+        "rows": 4, "orphans": 1, "orphan_keys": 1, "orphan_fraction": 0.25, "max_orphan_fraction": 0.5}
     source.write("patients", [dict(r, subject_id=r["subject_id"] + 5_000_000) for r in source.rows["patients"]])
-    p = _only(validate_source(source.root), "error")
-    assert p.message == f"none of the 3 CXR subjects in column 'subject_id' is in {PATIENTS}"
+    report = validate_source(source.root)
+    assert {(p.file, p.column) for p in report.errors} == {(META, "subject_id"), (GOLD_REL, "patient_id")}
+    p = next(p for p in report.errors if p.file == META)
+    assert p.message == (f"4 of 4 rows (100.00%; 3 distinct subject_id values) in column 'subject_id' point at no "
+                         f"row of {PATIENTS}; the contract allows 50.00% (data_contracts/ingest.cxr_metadata.yaml)")
 
 
 def test_missing_image_files_warn(source):
