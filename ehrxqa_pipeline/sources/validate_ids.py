@@ -61,51 +61,59 @@ class IdChecks:
     def _rel(self, name: str) -> str:
         return readers.file_label(self.root, name)
 
-    # -- cross-source foreign keys of the contracts ------------------------------------------------------
-    def check_cross_source_keys(self) -> None:
-        """Every contract foreign key from one dataset into another (MIMIC-CXR subjects and Chest ImaGenome
-        gold patients into MIMIC-IV patients), judged as the build's ``foreign_keys`` check judges it: the
-        same measure (``quality.count_orphans`` over the rows ingestion keeps) and the contract's limit."""
-        for name, sf in TABLES.items():
+    # -- foreign keys of the contracts -------------------------------------------------------------------
+    def check_foreign_keys(self) -> None:
+        """Every contract foreign key (within MIMIC-IV, and from MIMIC-CXR and Chest ImaGenome into MIMIC-IV
+        patients), judged as the build's ``foreign_keys`` check judges it: the same measure
+        (``quality.count_orphans`` over the rows ingestion keeps) and the contract's limit. One scan per
+        child table; each key is counted per distinct value, so memory follows the keys, not the rows."""
+        for name in TABLES:
             try:
                 contract = load_contract(f"ingest/{name}")
             except ContractError:
                 continue
-            for fk in contract.foreign_keys:
-                if TABLES[fk.references].dataset != sf.dataset:
-                    self._foreign_key(contract, fk)
+            fks = [fk for fk in contract.foreign_keys
+                   if name in self.usable and fk.references in self.usable]  # else already an error
+            if fks:
+                self._foreign_keys(contract, fks)
 
-    def _kept_rows(self, contract, columns: list[str]) -> pl.LazyFrame:
-        """``columns`` of the rows ingestion keeps: no refusal reason, the first row of each primary key."""
+    def _kept_rows(self, contract) -> pl.LazyFrame:
+        """The rows ingestion keeps: no refusal reason, the first row of each primary key."""
         lf = readers.scan_table(self.root, contract.table, self.cache_dir)
         present = lf.collect_schema().names()
         lf = lf.with_columns(reason_expr(contract, present)).filter(pl.col("_reason").is_null())
         key = [k for k in contract.primary_key if k in present]
-        if key:
-            lf = lf.unique(subset=key, keep="first", maintain_order=True)
-        return lf.select(columns)
+        return lf.unique(subset=key, keep="first", maintain_order=True) if key else lf
 
-    def _foreign_key(self, contract, fk) -> None:
-        child, parent = contract.table, fk.references
-        if child not in self.usable or parent not in self.usable:
-            return  # a file that failed its own checks is already an error
+    def _foreign_keys(self, contract, fks: list) -> None:
+        child = contract.table
         try:
-            rows = self._kept_rows(contract, list(fk.columns)).collect(engine="streaming")
-            keys = (readers.scan_table(self.root, parent, self.cache_dir).select(list(fk.ref_columns))
-                    .unique().collect(engine="streaming"))
+            kept = self._kept_rows(contract)
+            per_key = pl.collect_all([kept.group_by(list(fk.columns)).agg(pl.len().alias("_n")) for fk in fks],
+                                     engine="streaming")
+            parents = [readers.scan_table(self.root, fk.references, self.cache_dir).select(list(fk.ref_columns))
+                       .unique().collect(engine="streaming") for fk in fks]
         except SourceError as err:
             self.report.problems.append(Problem.from_error(err))
             return
         except (pl.exceptions.PolarsError, OSError) as exc:
             self.report.problems.append(Problem.from_error(readers.read_failure(self.root, child, exc)))
             return
-        self.con.register("_fk_child", rows)
-        self.con.register("_fk_parent", keys)
-        try:
-            count = count_orphans(self.con, "_fk_child", ["_fk_parent"], fk)
-        finally:
-            self.con.unregister("_fk_child")
-            self.con.unregister("_fk_parent")
+        for fk, counts, keys in zip(fks, per_key, parents):
+            self.con.register("_fk_counts", counts)
+            self.con.register("_fk_parent", keys)
+            cols = ", ".join(f'"{c}"' for c in fk.columns)
+            self.con.execute(f"CREATE OR REPLACE TEMP VIEW _fk_child AS SELECT {cols} FROM _fk_counts, range(_n)")
+            try:
+                count = count_orphans(self.con, "_fk_child", ["_fk_parent"], fk)
+            finally:
+                self.con.execute("DROP VIEW _fk_child")
+                self.con.unregister("_fk_counts")
+                self.con.unregister("_fk_parent")
+            self._judge(child, fk, count)
+
+    def _judge(self, child: str, fk, count) -> None:
+        parent = fk.references
         label = f"{child}.{'_'.join(fk.columns)}->{parent}"
         self.report.stats["foreign_keys"][label] = {
             "rows": count.rows, "orphans": count.orphans, "orphan_keys": count.orphan_keys,
@@ -131,7 +139,7 @@ class IdChecks:
         images = meta["dicom_id"].drop_nulls().unique() if meta is not None else None
         subjects = meta["subject_id"].drop_nulls().unique() if meta is not None else None
         meta_rel = self._rel("cxr_metadata") if meta is not None else ""
-        self.check_cross_source_keys()
+        self.check_foreign_keys()
         silver = self._ids("silver_relations", strip)
         boxes = self._ids("silver_bbox", pl.col("object_id").str.splitn("_", 2).struct.field("field_0"))
         gold = self._ids("gold_relations", strip)

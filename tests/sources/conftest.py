@@ -87,6 +87,11 @@ def default_rows() -> dict[str, list[dict]]:
             row["itemid"] = base + i
     for row in rows["d_items"]:
         row["linksto"] = "chartevents"
+    # events name items of the dictionaries (the contracts' foreign keys, checked by validate-source too)
+    for name, base in (("labevents", 50000), ("chartevents", 220000), ("inputevents", 220000),
+                       ("outputevents", 220000)):
+        for i, row in enumerate(rows[name]):
+            row["itemid"] = base + i
     rows["cxr_metadata"] = [
         {"dicom_id": d, "subject_id": s, "study_id": st, "PerformedProcedureStepDescription": "CHEST (PA AND LAT)",
          "ViewPosition": v, "Rows": 3056, "Columns": 2544, "StudyDate": date, "StudyTime": time,

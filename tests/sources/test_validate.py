@@ -196,7 +196,10 @@ def test_cxr_subjects_versus_patients(source):
         "rows": 4, "orphans": 1, "orphan_keys": 1, "orphan_fraction": 0.25, "max_orphan_fraction": 0.5}
     source.write("patients", [dict(r, subject_id=r["subject_id"] + 5_000_000) for r in source.rows["patients"]])
     report = validate_source(source.root)
-    assert {(p.file, p.column) for p in report.errors} == {(META, "subject_id"), (GOLD_REL, "patient_id")}
+    # the build's foreign-key checks of the MIMIC-IV tables fail as well, and validate-source says so
+    assert {(p.file, p.column) for p in report.errors} == {
+        (META, "subject_id"), (GOLD_REL, "patient_id"), ("mimiciv/2.2/hosp/admissions.csv.gz", "subject_id"),
+        ("mimiciv/2.2/hosp/transfers.csv.gz", "subject_id")}
     p = next(p for p in report.errors if p.file == META)
     assert p.message == (f"4 of 4 rows (100.00%; 3 distinct subject_id values) in column 'subject_id' point at no "
                          f"row of {PATIENTS}; the contract allows 50.00% (data_contracts/ingest.cxr_metadata.yaml)")
@@ -226,3 +229,15 @@ def test_format_groups_problems(source):
     assert "  - mimiciv/2.2/icu/d_items.csv[.gz]: file not found" in text
     assert "    fix: " in text
     assert text.endswith("Result: FAILED (1 error, 1 warning)")
+
+
+def test_foreign_keys_within_mimiciv_are_judged_as_the_build_judges_them(source):
+    """validate-source applies every contract foreign key, not only those between datasets: a lab item
+    missing from d_labitems fails the build's foreign_keys check (limit 0 %), and validate-source too."""
+    source.write("d_labitems", source.rows["d_labitems"][1:])
+    report = validate_source(source.root)
+    (p,) = report.errors
+    assert (p.file, p.column) == ("mimiciv/2.2/hosp/labevents.csv.gz", "itemid")
+    assert p.message.startswith("1 of 3 rows (33.33%; 1 distinct itemid value) in column 'itemid' point at no row "
+                                "of mimiciv/2.2/hosp/d_labitems.csv.gz; the contract allows 0.00%")
+    assert report.stats["foreign_keys"]["labevents.itemid->d_labitems"]["orphans"] == 1
