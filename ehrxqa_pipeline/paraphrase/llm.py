@@ -5,6 +5,11 @@ dropped connection is retried up to ``max_retries`` times after ``min(max_backof
 seconds (or the server's Retry-After, capped the same way): no jitter, so a run's behaviour is reproducible.
 Other 4xx errors and malformed answers are not retried. Requests run in a bounded thread pool; results
 come back in input order. Token usage is summed for asset metadata.
+
+A ``Gate`` bounds one fan-out: an overall deadline (no attempt starts after it; each request's timeout and
+each backoff is cut to the time left) and a circuit breaker (after ``breaker_failures`` consecutive
+templates failed with the same kind, the rest are not asked: ``circuit_open``). A template not asked because
+the deadline passed is ``deadline``.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 
@@ -31,13 +36,18 @@ class LlmSettings:
     temperature: float = 1.0
     seed: int = 0
     max_tokens: int | None = None
+    deadline_s: float = 300.0  # the whole fan-out
+    breaker_failures: int = 5  # consecutive templates failed with the same kind: stop asking
+    preflight_timeout_s: float = 10.0
 
 
 @dataclass
 class Completion:
     key: str
     text: str | None = None
-    error: str | None = None  # rate_limited | server_error | timeout | connection | http_<status> | malformed
+    # rate_limited | server_error | timeout | connection | http_<status> | malformed; set by the caller after
+    # reading the answer: refusal | unusable; not asked: deadline | circuit_open
+    error: str | None = None
     attempts: int = 0
     usage: dict = field(default_factory=dict)
 
@@ -64,6 +74,41 @@ class Usage:
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in ("calls", "retries", "prompt_tokens", "completion_tokens", "total_tokens")}
+
+
+NOT_ASKED = ("deadline", "circuit_open")
+
+
+class Gate:
+    """Deadline and circuit breaker of one fan-out. ``record`` runs in one thread (the caller's)."""
+
+    def __init__(self, deadline_s: float, breaker_failures: int, clock: Callable[[], float] = time.monotonic):
+        self._clock = clock
+        self.end = clock() + max(0.0, deadline_s)
+        self.threshold = max(1, breaker_failures)
+        self.tripped: str | None = None  # the failure kind that opened the breaker
+        self._kind: str | None = None
+        self._run = 0
+
+    def remaining(self) -> float:
+        return self.end - self._clock()
+
+    def closed(self) -> str | None:
+        """Why no further attempt may start (None: it may)."""
+        if self.tripped is not None:
+            return "circuit_open"
+        return "deadline" if self.remaining() <= 0.01 else None
+
+    def record(self, error: str | None) -> None:
+        if error in NOT_ASKED:
+            return
+        if error is None:
+            self._kind, self._run = None, 0
+            return
+        self._run = self._run + 1 if error == self._kind else 1
+        self._kind = error
+        if self._run >= self.threshold and self.tripped is None:
+            self.tripped = error
 
 
 class ChatClient:
@@ -105,19 +150,25 @@ class ChatClient:
             return "malformed", False, None
         raise exc
 
-    def complete_one(self, key: str, prompt: str) -> Completion:
+    def complete_one(self, key: str, prompt: str, gate: Gate | None = None) -> Completion:
         s, out = self.settings, Completion(key)
         kwargs = {"max_tokens": s.max_tokens} if s.max_tokens else {}
         for attempt in range(s.max_retries + 1):
+            stop = gate.closed() if gate is not None else None
+            if stop is not None:
+                out.error = out.error or stop  # a retry cut short keeps the failure it had
+                break
+            timeout = s.timeout_s if gate is None else max(0.01, min(s.timeout_s, gate.remaining()))
             out.attempts = attempt + 1
             try:
                 r = self._client.chat.completions.create(
                     model=s.model, messages=[{"role": "user", "content": prompt}], temperature=s.temperature,
-                    seed=s.seed, n=1, **kwargs)
+                    seed=s.seed, n=1, timeout=timeout, **kwargs)
             except Exception as exc:  # noqa: BLE001 - classified, unknown ones re-raised
                 out.error, retry, after = self._classify(exc)
                 if retry and attempt < s.max_retries:
-                    self._sleep(self._delay(attempt, after))
+                    delay = self._delay(attempt, after)
+                    self._sleep(delay if gate is None else max(0.0, min(delay, gate.remaining())))
                     continue
                 break
             text = None
@@ -134,17 +185,18 @@ class ChatClient:
         return out
 
     def complete(self, items: Sequence[tuple[str, str]],
-                 on_result: Callable[[Completion], None] | None = None) -> list[Completion]:
-        """Ask for every (key, prompt); ``on_result`` runs in the calling thread as each finishes."""
+                 on_result: Callable[[Completion], None] | None = None, gate: Gate | None = None) -> list[Completion]:
+        """Ask for every (key, prompt); ``on_result`` runs in the calling thread as each finishes (in
+        completion order; it may ``gate.record`` the outcome). Results come back in input order."""
         if not items:
             return []
         with ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency)) as pool:
-            futures = [pool.submit(self.complete_one, k, p) for k, p in items]
-            results = []
-            for f in futures:
-                results.append(f.result())
+            futures = {pool.submit(self.complete_one, k, p, gate): i for i, (k, p) in enumerate(items)}
+            results: list[Completion | None] = [None] * len(items)
+            for f in as_completed(futures):
+                results[futures[f]] = f.result()
                 if on_result is not None:
-                    on_result(results[-1])
+                    on_result(results[futures[f]])
         return results
 
 
