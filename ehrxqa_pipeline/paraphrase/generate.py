@@ -137,22 +137,23 @@ def from_llm(templates: Sequence[ParaTemplate], counts: Mapping[str, int] | None
             f"{'finished' if final else f'{max(0.0, gate.remaining()):.0f} s left of the deadline'}"
             + (f"; circuit breaker open after {gate.threshold} consecutive {gate.tripped}" if gate.tripped else ""))
 
+    def read(c: Completion) -> tuple[list[str], str | None]:
+        return judge(by_id[c.key], c.text, usable)
+
     def keep(c: Completion) -> None:
         t = by_id[c.key]
-        texts, error = judge(t, c.text, usable) if c.ok else ([], c.error)
         done[0] += 1
-        gate.record(error)
-        if error not in NOT_ASKED:
-            cache.put(keys[c.key], status=error or OK, model=s.model, prompt_version=PROMPT_VERSION,
+        if c.error not in NOT_ASKED:
+            cache.put(keys[c.key], status=c.error or OK, model=s.model, prompt_version=PROMPT_VERSION,
                       template_id=c.key, template_text=t.text, temperature=s.temperature, seed=s.seed,
-                      count=counts[t.dataset], response=c.text, paraphrases=texts, usage=c.usage)
-        if error is not None:
-            report.errors[c.key] = error
+                      count=counts[t.dataset], response=c.text, paraphrases=c.candidates, usage=c.usage)
+        if c.error is not None:
+            report.errors[c.key] = c.error
         else:
-            answers[c.key] = texts
+            answers[c.key] = c.candidates
         progress()
 
-    client.complete(todo, on_result=keep, gate=gate)
+    client.complete(todo, on_result=keep, gate=gate, judge=read)
     report.usage = client.usage.as_dict()
     report.breaker = gate.tripped
     report.elapsed_s = round(time.monotonic() - t0, 3)

@@ -50,6 +50,7 @@ class Completion:
     error: str | None = None
     attempts: int = 0
     usage: dict = field(default_factory=dict)
+    candidates: list[str] = field(default_factory=list)  # set by the judge of the answer
 
     @property
     def ok(self) -> bool:
@@ -89,6 +90,7 @@ class Gate:
         self.tripped: str | None = None  # the failure kind that opened the breaker
         self._kind: str | None = None
         self._run = 0
+        self._lock = threading.Lock()
 
     def remaining(self) -> float:
         return self.end - self._clock()
@@ -100,15 +102,18 @@ class Gate:
         return "deadline" if self.remaining() <= 0.01 else None
 
     def record(self, error: str | None) -> None:
+        """One template's outcome (None: success). Transport failures are recorded by the worker that saw
+        them (so the next template is not started), answers by whoever judges them."""
         if error in NOT_ASKED:
             return
-        if error is None:
-            self._kind, self._run = None, 0
-            return
-        self._run = self._run + 1 if error == self._kind else 1
-        self._kind = error
-        if self._run >= self.threshold and self.tripped is None:
-            self.tripped = error
+        with self._lock:
+            if error is None:
+                self._kind, self._run = None, 0
+                return
+            self._run = self._run + 1 if error == self._kind else 1
+            self._kind = error
+            if self._run >= self.threshold and self.tripped is None:
+                self.tripped = error
 
 
 class ChatClient:
@@ -181,17 +186,33 @@ class ChatClient:
                                                                "total_tokens")} if usage else {}
             out.text, out.error = (text, None) if isinstance(text, str) and text.strip() else (None, "malformed")
             break
+        if gate is not None and out.error is not None:
+            gate.record(out.error)
         self.usage.add(out)
         return out
 
     def complete(self, items: Sequence[tuple[str, str]],
-                 on_result: Callable[[Completion], None] | None = None, gate: Gate | None = None) -> list[Completion]:
-        """Ask for every (key, prompt); ``on_result`` runs in the calling thread as each finishes (in
-        completion order; it may ``gate.record`` the outcome). Results come back in input order."""
+                 on_result: Callable[[Completion], None] | None = None, gate: Gate | None = None,
+                 judge: Callable[[Completion], tuple[list[str], str | None]] | None = None) -> list[Completion]:
+        """Ask for every (key, prompt); ``on_result`` runs in the calling thread as each finishes (completion
+        order). ``judge`` reads a received answer into (candidates, failure kind or None); it runs in the
+        worker, one at a time, before the worker starts its next request, so the gate's breaker sees the
+        outcome at once. Results come back in input order."""
         if not items:
             return []
+        lock = threading.Lock()
+
+        def one(key: str, prompt: str) -> Completion:
+            c = self.complete_one(key, prompt, gate)
+            if judge is not None and c.ok:
+                with lock:
+                    c.candidates, c.error = judge(c)
+                if gate is not None:
+                    gate.record(c.error)
+            return c
+
         with ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency)) as pool:
-            futures = {pool.submit(self.complete_one, k, p, gate): i for i, (k, p) in enumerate(items)}
+            futures = {pool.submit(one, k, p): i for i, (k, p) in enumerate(items)}
             results: list[Completion | None] = [None] * len(items)
             for f in as_completed(futures):
                 results[futures[f]] = f.result()
