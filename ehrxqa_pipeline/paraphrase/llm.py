@@ -125,9 +125,14 @@ class ChatClient:
         self.settings = settings
         self.usage = Usage()
         self._sleep = sleep
-        self._openai = openai
+        self.openai = openai  # the module: its exception classes
         self._client = openai.OpenAI(base_url=settings.base_url, api_key=settings.api_key or "unused",
                                      timeout=settings.timeout_s, max_retries=0)
+
+    def list_models(self, timeout_s: float) -> list[str]:
+        """Ids from GET <base URL>/models: one try (the client retries nothing); errors are the client's."""
+        page = self._client.models.list(timeout=timeout_s)
+        return [m.id for m in page.data if isinstance(getattr(m, "id", None), str)]
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         s = self.settings
@@ -139,7 +144,7 @@ class ChatClient:
 
     def _classify(self, exc: Exception) -> tuple[str, bool, str | None]:
         """(error name, retryable, Retry-After header)."""
-        o = self._openai
+        o = self.openai
         if isinstance(exc, o.APITimeoutError):
             return "timeout", True, None
         if isinstance(exc, o.APIConnectionError):

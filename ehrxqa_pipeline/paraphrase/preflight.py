@@ -54,14 +54,13 @@ def shown(url: str) -> str:
 
 
 def preflight(client: ChatClient) -> Preflight:
-    s, o = client.settings, client._openai
+    s, o = client.settings, client.openai
     problem = url_problem(s.base_url)
     if problem is not None:
         raise EndpointUnusable("invalid_url", f"EHRXQA_LLM_BASE_URL {s.base_url!r} is not usable: {problem}")
     where = shown(s.base_url)
     try:
-        page = client._client.models.list(timeout=s.preflight_timeout_s)
-        ids = [m.id for m in page.data if isinstance(getattr(m, "id", None), str)]
+        ids = client.list_models(s.preflight_timeout_s)
     except o.APITimeoutError:
         raise EndpointUnusable("timeout", f"{where}: no answer to GET /models within "
                                           f"{s.preflight_timeout_s:g} s") from None
