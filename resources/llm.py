@@ -67,7 +67,8 @@ class LLMResource(dg.ConfigurableResource):
         return LlmSettings(
             base_url=base_url, model=self.model or dg.EnvVar(MODEL_ENV).get_value() or DEFAULT_MODEL,
             api_key=self.api_key or dg.EnvVar(API_KEY_ENV).get_value() or "unused",
-            timeout_s=_seconds(TIMEOUT_ENV, self.timeout_s, 60.0), deadline_s=_seconds(DEADLINE_ENV, self.deadline_s, 300.0),
+            timeout_s=_seconds(TIMEOUT_ENV, self.timeout_s, 60.0),
+            deadline_s=_seconds(DEADLINE_ENV, self.deadline_s, 300.0),
             breaker_failures=self.breaker_failures, preflight_timeout_s=self.preflight_timeout_s,
             max_retries=self.max_retries, backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s,
             concurrency=self.concurrency, temperature=self.temperature,

@@ -9,7 +9,7 @@ import pytest
 
 from ehrxqa_pipeline.paraphrase import rules
 from ehrxqa_pipeline.paraphrase.cache import LlmCache
-from ehrxqa_pipeline.paraphrase.generate import from_llm
+from ehrxqa_pipeline.paraphrase.generate import from_llm, validator
 from ehrxqa_pipeline.paraphrase.llm import ChatClient, LlmSettings
 from ehrxqa_pipeline.paraphrase.preflight import EndpointUnusable, preflight
 from ehrxqa_pipeline.paraphrase.privacy import PrivacyGuard, ValueSet
@@ -34,11 +34,9 @@ def _settings(url: str, **kw) -> LlmSettings:
 
 
 def _run(url, cache_path, templates=TEMPLATES, embedder=None, lines=None, **kw):
-    from ehrxqa_pipeline.paraphrase.generate import validator
-
+    log = lines.append if lines is not None else None
     return from_llm(list(templates), {"mimic_cxr_vqa": 5}, ChatClient(_settings(url, **kw)), LlmCache(cache_path),
-                    PrivacyGuard(ValueSet()), usable=validator(embedder), log=lines.append if lines is not None else None,
-                    progress_every_s=0.0)
+                    PrivacyGuard(ValueSet()), usable=validator(embedder), log=log, progress_every_s=0.0)
 
 
 @pytest.mark.parametrize("bad,kind", [(completion(GARBAGE), "unusable"), (completion(REFUSAL), "refusal"),
