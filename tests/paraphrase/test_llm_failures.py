@@ -80,6 +80,9 @@ def test_circuit_breaker_stops_after_consecutive_failures(tmp_path, embedder, re
     assert any(f"circuit breaker open after 3 consecutive {kind}" in x for x in lines)
     assert "finished" in lines[-1] and "12/12 requested templates done (0 answered, 12 failed" in lines[-1]
     print(f"{kind}: {elapsed:.2f} s, {len(server.requests)} requests; last line: {lines[-1]}")
+    with ChatServer(default=good) as fixed:  # nothing was cached as an answer: all 12 asked again
+        frame, report = _run(fixed.base_url, tmp_path / "c.duckdb", TEMPLATES, embedder, concurrency=4)
+    assert len(fixed.requests) == 12 and not report.errors and frame["template_id"].n_unique() == 12
 
 
 def test_hanging_server_ends_within_the_deadline(tmp_path, embedder):
@@ -96,6 +99,9 @@ def test_hanging_server_ends_within_the_deadline(tmp_path, embedder):
     assert report.failure_kinds().get("deadline", 0) > 0 and len(report.errors) == len(TEMPLATES)
     assert LlmCache(tmp_path / "c.duckdb").statuses() == {"timeout": report.failure_kinds()["timeout"]}
     print(f"hanging: {elapsed:.2f} s, {len(server.requests)} requests; last line: {lines[-1]}")
+    with ChatServer(default=good) as fixed:
+        _, report = _run(fixed.base_url, tmp_path / "c.duckdb", TEMPLATES, embedder, concurrency=4)
+    assert len(fixed.requests) == 12 and not report.errors
 
 
 def _free_port() -> int:

@@ -28,8 +28,9 @@ def good(prompt):
 
 
 def _llm(url, **kw):
-    return LLMResource(base_url=url, model="test-model", backoff_s=0.01, max_backoff_s=0.02, max_retries=1,
-                       timeout_s=2, deadline_s=10, breaker_failures=3, concurrency=1, **kw)
+    base = dict(model="test-model", backoff_s=0.01, max_backoff_s=0.02, max_retries=1, timeout_s=2, deadline_s=10,
+                breaker_failures=3, concurrency=1)
+    return LLMResource(base_url=url, **{**base, **kw})
 
 
 def _failure(result) -> str:
@@ -101,6 +102,25 @@ def test_fallback_offline_is_recorded_per_dataset(home):
     assert "MIMIC-CXR-VQA: 0 templates by an OpenAI-compatible LLM (model test-model), 3 by the offline" in text
     assert "no usable LLM answer for 3 templates (" in text
     print(f"HTTP 500, fallback offline: run {elapsed:.1f} s; datasheet: {text}")
+
+
+HANG = completion("1. x")
+HANG.delay_s = 2.0
+
+
+@pytest.mark.parametrize("reply,kind", [(completion("I cannot help with that."), "refusal"),
+                                        (Reply(429, {"error": {"message": "slow"}}), "rate_limited"),
+                                        (HANG, "timeout")], ids=["refusal", "429", "hanging"])
+def test_failing_endpoint_fails_the_step_within_its_deadline(home, reply, kind):
+    with ChatServer(default=reply) as server, dg.instance_for_test() as instance:
+        t0 = time.monotonic()
+        result = _run(home, _llm(server.base_url, timeout_s=0.3, deadline_s=1.5), instance)
+        elapsed = time.monotonic() - t0
+    message = _failure(result)
+    assert not result.success and f"'{kind}': " in message and "no usable paraphrase for 6 of 6" in message
+    assert elapsed < 8, elapsed  # the whole run (Dagster start-up included); the LLM part is bounded by 1.5 s
+    assert set(_cache(home).statuses()) <= {kind}  # failures only, never an answer
+    print(f"{kind}, default: run ended in {elapsed:.1f} s: {message.splitlines()[0][:400]}")
 
 
 @pytest.mark.parametrize("fallback", [None, "offline"])
