@@ -45,8 +45,8 @@ class LlmSettings:
 class Completion:
     key: str
     text: str | None = None
-    # rate_limited | server_error | timeout | connection | http_<status> | malformed; set by the caller after
-    # reading the answer: refusal | unusable; not asked: deadline | circuit_open
+    # rate_limited | server_error | timeout | connection | http_<status> | malformed; set by the judge of
+    # the answer (``complete``): malformed | refusal | unusable; not asked: deadline | circuit_open
     error: str | None = None
     attempts: int = 0
     usage: dict = field(default_factory=dict)
@@ -81,7 +81,7 @@ NOT_ASKED = ("deadline", "circuit_open")
 
 
 class Gate:
-    """Deadline and circuit breaker of one fan-out. ``record`` runs in one thread (the caller's)."""
+    """Deadline and circuit breaker of one fan-out, shared by the worker threads (``record`` takes a lock)."""
 
     def __init__(self, deadline_s: float, breaker_failures: int, clock: Callable[[], float] = time.monotonic):
         self._clock = clock
