@@ -153,7 +153,7 @@ def from_llm(templates: Sequence[ParaTemplate], counts: Mapping[str, int] | None
             answers[c.key] = c.candidates
         progress()
 
-    client.complete(todo, on_result=keep, gate=gate, judge=read)
+    client.complete(todo, on_result=keep, gate=gate, judge=read, on_tick=progress)
     report.usage = client.usage.as_dict()
     report.breaker = gate.tripped
     report.elapsed_s = round(time.monotonic() - t0, 3)

@@ -19,7 +19,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 
@@ -198,11 +198,14 @@ class ChatClient:
 
     def complete(self, items: Sequence[tuple[str, str]],
                  on_result: Callable[[Completion], None] | None = None, gate: Gate | None = None,
-                 judge: Callable[[Completion], tuple[list[str], str | None]] | None = None) -> list[Completion]:
+                 judge: Callable[[Completion], tuple[list[str], str | None]] | None = None,
+                 on_tick: Callable[[], None] | None = None, tick_s: float = 1.0) -> list[Completion]:
         """Ask for every (key, prompt); ``on_result`` runs in the calling thread as each finishes (completion
         order). ``judge`` reads a received answer into (candidates, failure kind or None); it runs in the
         worker, one at a time, before the worker starts its next request, so the gate's breaker sees the
-        outcome at once. Results come back in input order."""
+        outcome at once. ``on_tick`` runs in the calling thread after each batch of results and at least
+        every ``tick_s`` seconds while requests are in flight (progress lines). Results come back in input
+        order."""
         if not items:
             return []
         lock = threading.Lock()
@@ -219,10 +222,15 @@ class ChatClient:
         with ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency)) as pool:
             futures = {pool.submit(one, k, p): i for i, (k, p) in enumerate(items)}
             results: list[Completion | None] = [None] * len(items)
-            for f in as_completed(futures):
-                results[futures[f]] = f.result()
-                if on_result is not None:
-                    on_result(results[futures[f]])
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, timeout=tick_s, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    results[futures[f]] = f.result()
+                    if on_result is not None:
+                        on_result(results[futures[f]])
+                if on_tick is not None:
+                    on_tick()
         return results
 
 
