@@ -132,7 +132,7 @@ def from_llm(templates: Sequence[ParaTemplate], counts: Mapping[str, int] | None
         last[0] = now
         failed = len(report.errors)
         log(f"LLM paraphrasing: {done[0]}/{len(todo)} requested templates done ({done[0] - failed} answered, "
-            f"{failed} failed: {report.failure_kinds() or 'none'}), {client.usage.retries} retries, "
+            f"{failed} failed: {report.failure_kinds() or 'none'}), {client.usage.retries_started} retries, "
             f"{report.cache_hits} from the cache, "
             f"{'finished' if final else f'{max(0.0, gate.remaining()):.0f} s left of the deadline'}"
             + (f"; circuit breaker open after {gate.threshold} consecutive {gate.tripped}" if gate.tripped else ""))

@@ -64,7 +64,12 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    retries_started: int = 0  # counted as they start (progress lines); ``retries`` as requests finish
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def retrying(self) -> None:
+        with self._lock:
+            self.retries_started += 1
 
     def add(self, c: Completion) -> None:
         with self._lock:
@@ -178,6 +183,7 @@ class ChatClient:
                 out.error, retry, after = self._classify(exc)
                 if retry and attempt < s.max_retries:
                     delay = self._delay(attempt, after)
+                    self.usage.retrying()
                     self._sleep(delay if gate is None else max(0.0, min(delay, gate.remaining())))
                     continue
                 break
