@@ -11,7 +11,7 @@ from assets.metadata import records_metadata, table_metadata
 from assets.ingest import ingest_key
 from ehrxqa_pipeline import atomic, names
 from ehrxqa_pipeline.paraphrase import rules
-from ehrxqa_pipeline.paraphrase.generate import from_llm, prompts_for, rule_based
+from ehrxqa_pipeline.paraphrase.generate import CANDIDATE_SCHEMA, from_llm, prompts_for, rule_based
 from ehrxqa_pipeline.paraphrase.pools import build_pools, pool_problems, pool_sizes
 from ehrxqa_pipeline.paraphrase.privacy import PrivacyGuard, ValueSet
 from ehrxqa_pipeline.paraphrase.prompts import PAPER_COUNTS, PROMPT_VERSION, scaffold_texts
@@ -68,6 +68,19 @@ def _dataset_rows(stats: dict) -> list[dict]:
              "paraphrases_per_template": d["paraphrases_per_template"]["mean"]} for ds, d in stats.items()]
 
 
+def templates_by_source(templates, pool: pl.DataFrame) -> dict[str, dict[str, int]]:
+    """Per dataset: templates whose pool holds LLM phrasings (``llm``), else offline ones (``offline``), else
+    only reviewers' own (``reviewer``), else none: the question keeps the template's wording (``original``)."""
+    have = {(t, s) for t, s in pool.select("template_id", "source").unique().iter_rows()}
+    out: dict[str, dict[str, int]] = {}
+    for t in templates:
+        d = out.setdefault(t.dataset, {"llm": 0, "offline": 0, "reviewer": 0, "original": 0})
+        kind = next((k for k, src in (("llm", "llm"), ("offline", rules.SOURCE)) if (t.template_id, src) in have),
+                    "reviewer" if any(x[0] == t.template_id for x in have) else "original")
+        d[kind] += 1
+    return dict(sorted(out.items()))
+
+
 def _counts(llm: LLMResource) -> dict[str, int]:
     return {**PAPER_COUNTS, **llm.counts()}
 
@@ -108,44 +121,91 @@ def prompts(llm: LLMResource, warehouse: Warehouse):
                                         "first_leaks": dg.MetadataValue.json([x.describe() for x in leaks[:20]])})
 
 
-@dg.asset(key=CANDIDATES_KEY, code_version=f"1-{PROMPT_VERSION}-{rules.VERSION}", pool=LLM_POOL,
+@dg.asset(key=CANDIDATES_KEY, code_version=f"2-{PROMPT_VERSION}-{rules.VERSION}", pool=LLM_POOL,
           op_tags=DUCKDB_TAGS, deps=[PROMPTS_KEY],
           check_specs=[dg.AssetCheckSpec("llm_requests_succeeded", asset=CANDIDATES_KEY, blocking=False,
-                                         description="Every template got an answer (failed ones are asked "
-                                                     "again on the next run).")],
+                                         description="Every template got a usable LLM answer (with "
+                                                     "EHRXQA_LLM_FALLBACK=offline, the others got the offline "
+                                                     "paraphraser's; without it the step fails).")],
           description="Grain: one row per (template, candidate paraphrase) in generation order, with its source: "
-                      "the LLM (EHRXQA_LLM_BASE_URL; answers cached in EHRXQA_HOME/cache/llm_cache.duckdb by model, "
-                      "prompt version, template, temperature and seed) or, with no endpoint, the offline "
-                      "rule-based paraphraser. Source: paraphrase.prompts.", **COMMON)
+                      "the LLM (EHRXQA_LLM_BASE_URL; usable answers cached in EHRXQA_HOME/cache/llm_cache.duckdb "
+                      "by endpoint, model, prompt version, template, temperature and seed) or, with no endpoint, "
+                      "the offline rule-based paraphraser. The endpoint is checked first (preflight); a template "
+                      "with no usable LLM answer fails the step unless EHRXQA_LLM_FALLBACK=offline. Source: "
+                      "paraphrase.prompts.", **COMMON)
 def candidates(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, llm: LLMResource,
                warehouse: Warehouse):
-    from ehrxqa_pipeline.paraphrase.cache import LlmCache
+    from ehrxqa_pipeline.paraphrase.cache import FILE_NAME, LlmCache
+    from ehrxqa_pipeline.paraphrase.embed import Embedder
+    from ehrxqa_pipeline.paraphrase.generate import (GenerationReport, LlmFailed, fall_back, sources_per_dataset,
+                                                     validator)
+    from ehrxqa_pipeline.paraphrase.llm import ChatClient
+    from ehrxqa_pipeline.paraphrase.preflight import EndpointUnusable, preflight
 
     settings = pipeline_config.settings()
     templates = all_templates()
-    client = llm.client(settings.seed)
+    try:
+        llm_settings, fallback = llm.settings(settings.seed), llm.fallback_mode()
+    except ValueError as err:
+        raise dg.Failure(f"LLM settings: {err}") from None
     context.log.info(f"generating paraphrase candidates for {len(templates)} templates with "
-                     f"{'the offline rule-based paraphraser' if client is None else 'the LLM endpoint'}")
-    if client is None:
-        frame, report = rule_based(templates, _counts(llm), settings.seed)
+                     f"{'the offline rule-based paraphraser' if llm_settings is None else 'the LLM endpoint'}")
+    counts = _counts(llm)
+    if llm_settings is None:
+        frame, report = rule_based(templates, counts, settings.seed)
     else:
-        with warehouse.connect() as con:
-            values, _ = record_values(con)
-        guard = PrivacyGuard(values, exempt=scaffold_texts())
-        frame, report = from_llm(templates, _counts(llm), client, LlmCache(settings.cache_dir / "llm_cache.duckdb"),
-                                 guard)
-    context.log.info(f"candidates: {report.candidates} from {report.generator}; {report.requests} requests, "
-                     f"{report.cache_hits} cache hits, {len(report.errors)} failed templates")
+        client = ChatClient(llm_settings)
+        try:
+            found = preflight(client)
+        except EndpointUnusable as err:
+            if fallback != "offline":
+                raise dg.Failure(f"LLM endpoint unusable ({err.kind}): {err}. Nothing was sent. Fix it, or set "
+                                 "EHRXQA_LLM_FALLBACK=offline to use the offline rule-based paraphraser.",
+                                 metadata={"preflight": err.kind}) from None
+            context.log.warning(f"LLM endpoint unusable ({err.kind}): {err}; EHRXQA_LLM_FALLBACK=offline: "
+                                "the offline paraphraser writes every template's candidates")
+            frame = pl.DataFrame(schema=CANDIDATE_SCHEMA)
+            report = GenerationReport(f"llm:{llm_settings.model}", len(templates),
+                                      errors={t.template_id: f"preflight_{err.kind}" for t in templates})
+        else:
+            listed = "model listed" if found.models_listed else "the server lists no models"
+            context.log.info(f"LLM endpoint preflight passed ({listed}); deadline {llm_settings.deadline_s:g} s, "
+                             f"request timeout {llm_settings.timeout_s:g} s")
+            with warehouse.connect() as con:
+                values, _ = record_values(con)
+            guard = PrivacyGuard(values, exempt=scaffold_texts())
+            usable = validator(Embedder(cache_path=settings.cache_dir / "embeddings.duckdb"))
+            frame, report = from_llm(templates, counts, client, LlmCache(settings.cache_dir / FILE_NAME), guard,
+                                     usable=usable, log=context.log.info)
+        if report.errors:
+            if fallback != "offline":
+                raise dg.Failure(str(LlmFailed(report)), metadata={
+                    "failure_kinds": dg.MetadataValue.json(report.failure_kinds()),
+                    "errors": dg.MetadataValue.json(dict(sorted(report.errors.items()))),
+                    "cache_hits": report.cache_hits, "requests": report.requests})
+            context.log.warning(f"{len(report.errors)} templates without a usable LLM answer "
+                                f"({report.failure_kinds()}): EHRXQA_LLM_FALLBACK=offline, the offline paraphraser "
+                                "writes their candidates")
+            frame = fall_back(templates, frame, report, counts, settings.seed)
+    context.log.info(f"candidates: {frame.height} from {report.generator}; {report.requests} requests, "
+                     f"{report.cache_hits} answers from the cache, {len(report.errors)} templates without a "
+                     f"usable LLM answer")
     with warehouse.connect() as con:
         _write(con, "candidates", frame)
         stored = table_metadata(con, f"{G}.candidates")
     meta = report.as_metadata()
+    meta["candidates"] = frame.height
+    meta["paraphraser"] = {"llm": llm_settings is not None,
+                           "model": llm_settings.model if llm_settings is not None else None,
+                           "fallback": fallback if llm_settings is not None else None,
+                           "datasets": sources_per_dataset(templates, frame, report.errors)}
     yield dg.MaterializeResult(data_version=_version(frame), metadata={
         **stored, **{k: dg.MetadataValue.json(v) if isinstance(v, dict) else v
                                               for k, v in meta.items()}})
     yield dg.AssetCheckResult(check_name="llm_requests_succeeded", passed=not report.errors,
                               severity=dg.AssetCheckSeverity.WARN,
-                              description=f"{len(report.errors)} templates without an answer",
+                              description=f"{len(report.errors)} templates without a usable LLM answer "
+                                          f"({report.failure_kinds()})",
                               metadata={"errors": dg.MetadataValue.json(dict(sorted(report.errors.items())))})
 
 
@@ -244,7 +304,8 @@ def pools(warehouse: Warehouse):
     yield dg.MaterializeResult(data_version=_version(frame), metadata={
         **stored, "require_review": require_review(),
         "mean_per_template": dg.MetadataValue.json(
-            {ds: round(float(g["total"].mean()), 2) for (ds,), g in sizes.group_by("dataset")})})
+            {ds: round(float(g["total"].mean()), 2) for (ds,), g in sizes.group_by("dataset")}),
+        "templates_by_source": dg.MetadataValue.json(templates_by_source(templates, frame))})
     yield dg.AssetCheckResult(check_name="placeholders_match_template", passed=not problems["placeholders"],
                               metadata={"bad": dg.MetadataValue.json(problems["placeholders"][:20])})
     yield dg.AssetCheckResult(check_name="train_test_disjoint", passed=not problems["train_test_overlap"],

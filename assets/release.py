@@ -12,6 +12,8 @@ from assets.cxr_cohort import DOWNLOADS_KEY
 from assets.cxr_cohort import GOLD_KEY as GOLD_COHORT_KEY
 from assets.cxr_cohort import SILVER_KEY as SILVER_COHORT_KEY
 from assets.ehr_db import DB_KEYS
+from assets.paraphrase import CANDIDATES_KEY as PARAPHRASE_CANDIDATES_KEY
+from assets.paraphrase import POOLS_KEY as PARAPHRASE_POOLS_KEY
 from assets.paraphrase import STATS_KEY as PARAPHRASE_STATS_KEY
 from assets.splits import SPLITS_KEY
 from assets.paraphrase import VALIDATED_KEY
@@ -62,17 +64,31 @@ def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource) -> tup
     cache = HashCache(settings.cache_dir / HASH_CACHE)
     layout = settings.layout()
     sources = manifest.source_section(layout, manifest.source_digests(layout, cache))
-    llm_settings = llm.settings(settings.seed)
     review_file = review.default_path()
     config = {
         "check_images": settings.check_images,
         "ehrxqa_sampling": _latest(context, ehrxqa.QUESTIONS_KEY, "caps"),
-        "paraphraser": {"llm": llm_settings is not None,
-                        "model": llm_settings.model if llm_settings is not None else None},
+        "paraphraser": _paraphraser(context),
         "paraphrase_require_review": review.require_review(),
         "paraphrase_review_sha256": sha256_file(review_file) if review_file.is_file() else None,
     }
     return sources, manifest.code_section(), config
+
+
+def _paraphraser(context: dg.AssetExecutionContext) -> dict:
+    """What made the released paraphrases, from the latest paraphrase/candidates and paraphrase/pools
+    materializations (not from today's settings): whether an LLM endpoint was used and its model (never its
+    URL or key), the fallback, and per dataset the templates whose released phrasings come from the LLM, the
+    offline paraphraser, reviewers only, or none (``original``: the template's own wording), the candidates'
+    sources and the endpoint's failure kinds (templates per kind)."""
+    made = _latest(context, PARAPHRASE_CANDIDATES_KEY, "paraphraser") or {}
+    pools = _latest(context, PARAPHRASE_POOLS_KEY, "templates_by_source") or {}
+    per = made.get("datasets") or {}
+    return {"llm_endpoint": made.get("llm"), "model": made.get("model"), "fallback": made.get("fallback"),
+            "datasets": {ds: {"templates": pools.get(ds),
+                              "candidates": {k: (per.get(ds) or {}).get(k) for k in ("llm", "offline", "none")},
+                              "llm_failures": (per.get(ds) or {}).get("llm_failures", {})}
+                         for ds in sorted(set(pools) | set(per))}}
 
 
 def _asset_code_versions() -> dict[str, str | None]:
@@ -129,7 +145,8 @@ def release_plots(pipeline_config: PipelineConfig) -> dg.MaterializeResult:
         "path": dg.MetadataValue.path(str(settings.release_dir / plots.OUT_DIR))})
 
 
-@dg.asset(key=DATASHEET_KEY, code_version="1", deps=[STATISTICS_KEY, ehrxqa.QUESTIONS_KEY], kinds={"markdown"},
+@dg.asset(key=DATASHEET_KEY, code_version="2", deps=[STATISTICS_KEY, ehrxqa.QUESTIONS_KEY, PARAPHRASE_STATS_KEY],
+          kinds={"markdown"},
           description="Grain: one document: the paper's appendix A datasheet (motivation, composition, "
                       "collection, preprocessing with every filter's counts, uses, distribution, maintenance) "
                       "answered from this build: source releases and digests, counts, code version, seed, "
@@ -167,7 +184,7 @@ def release_images(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.
         "readme": dg.MetadataValue.md(path.read_text()), "path": dg.MetadataValue.path(str(path))})
 
 
-@dg.asset(key=MANIFEST_KEY, code_version="1", deps=RELEASE_INPUTS, kinds={"json"},
+@dg.asset(key=MANIFEST_KEY, code_version="2", deps=RELEASE_INPUTS, kinds={"json"},
           check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
                                          description="No absolute path of this machine (EHRXQA_HOME, the source "
                                                      "root, the repository) in the manifest or the datasheet."),

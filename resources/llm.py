@@ -2,8 +2,11 @@
 
 Every field left unset is read from the environment when a step runs (never at import):
 EHRXQA_LLM_BASE_URL (unset: the offline rule-based paraphraser), EHRXQA_LLM_MODEL (default gpt-4),
-EHRXQA_LLM_API_KEY (through ``dg.EnvVar``; local servers need none). Only template text with placeholders
-is ever sent, after the privacy guard has scanned every prompt.
+EHRXQA_LLM_API_KEY (through ``dg.EnvVar``; local servers need none), EHRXQA_LLM_DEADLINE_S (the whole
+paraphrase fan-out, default 300 s), EHRXQA_LLM_TIMEOUT_S (one request, default 60 s) and EHRXQA_LLM_FALLBACK
+(unset or ``none``: templates without a usable LLM answer fail the step; ``offline``: they get the offline
+rule-based paraphraser's candidates). Only template text with placeholders is ever sent, after the privacy
+guard has scanned every prompt.
 """
 
 
@@ -15,7 +18,26 @@ BASE_URL_ENV = "EHRXQA_LLM_BASE_URL"
 MODEL_ENV = "EHRXQA_LLM_MODEL"
 API_KEY_ENV = "EHRXQA_LLM_API_KEY"
 COUNT_ENV = {"mimic_cxr_vqa": "EHRXQA_PARAPHRASE_COUNT_MIMIC_CXR_VQA", "ehrxqa": "EHRXQA_PARAPHRASE_COUNT_EHRXQA"}
+DEADLINE_ENV = "EHRXQA_LLM_DEADLINE_S"
+TIMEOUT_ENV = "EHRXQA_LLM_TIMEOUT_S"
+FALLBACK_ENV = "EHRXQA_LLM_FALLBACK"
+FALLBACKS = ("none", "offline")
 DEFAULT_MODEL = "gpt-4"
+
+
+def _seconds(name: str, explicit: float | None, default: float) -> float:
+    if explicit is not None:
+        return float(explicit)
+    raw = dg.EnvVar(name).get_value()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number of seconds") from None
+    if value <= 0:
+        raise ValueError(f"{name}={raw!r} must be > 0")
+    return value
 
 
 class LLMResource(dg.ConfigurableResource):
@@ -24,7 +46,11 @@ class LLMResource(dg.ConfigurableResource):
     base_url: str | None = None
     model: str | None = None
     api_key: str | None = None  # e.g. dg.EnvVar("MY_KEY"); unset: EHRXQA_LLM_API_KEY when a step runs
-    timeout_s: float = 60.0
+    timeout_s: float | None = None  # one request; None: EHRXQA_LLM_TIMEOUT_S, else 60
+    deadline_s: float | None = None  # the whole fan-out; None: EHRXQA_LLM_DEADLINE_S, else 300
+    breaker_failures: int = 5  # consecutive templates failed with the same kind: stop asking
+    preflight_timeout_s: float = 10.0
+    fallback: str | None = None  # none | offline; None: EHRXQA_LLM_FALLBACK, else none
     max_retries: int = 4
     backoff_s: float = 2.0
     max_backoff_s: float = 60.0
@@ -40,10 +66,21 @@ class LLMResource(dg.ConfigurableResource):
             return None
         return LlmSettings(
             base_url=base_url, model=self.model or dg.EnvVar(MODEL_ENV).get_value() or DEFAULT_MODEL,
-            api_key=self.api_key or dg.EnvVar(API_KEY_ENV).get_value() or "unused", timeout_s=self.timeout_s,
+            api_key=self.api_key or dg.EnvVar(API_KEY_ENV).get_value() or "unused",
+            timeout_s=_seconds(TIMEOUT_ENV, self.timeout_s, 60.0),
+            deadline_s=_seconds(DEADLINE_ENV, self.deadline_s, 300.0),
+            breaker_failures=self.breaker_failures, preflight_timeout_s=self.preflight_timeout_s,
             max_retries=self.max_retries, backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s,
             concurrency=self.concurrency, temperature=self.temperature,
             seed=default_seed if self.seed is None else self.seed)
+
+    def fallback_mode(self) -> str:
+        """``none`` (a template without a usable LLM answer fails the step) or ``offline``."""
+        raw = self.fallback if self.fallback is not None else (dg.EnvVar(FALLBACK_ENV).get_value() or "none")
+        mode = raw.strip().lower()
+        if mode not in FALLBACKS:
+            raise ValueError(f"{FALLBACK_ENV}={raw!r}: expected one of {', '.join(FALLBACKS)}")
+        return mode
 
     def counts(self) -> dict[str, int]:
         """Candidates per template and dataset (explicit field, else environment, else the paper's count)."""

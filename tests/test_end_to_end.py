@@ -95,6 +95,11 @@ def test_release_manifest_lists_every_file_with_its_hash(built):
         "ehrxqa/databases/gold/mimic_iv_cxr.duckdb", "ehrxqa/databases/silver/mimic_iv_cxr.duckdb"]
     assert doc["sources"]["synthetic"] and doc["sources"]["generator"]["seed"] == 11
     assert doc["config"]["ehrxqa_sampling"]["train_valid"] == EHRXQA_CAPS["train_valid_cap"]
+    para = doc["config"]["paraphraser"]  # no endpoint: every template offline or kept its wording (#22)
+    assert para["llm_endpoint"] is False and para["model"] is None
+    for d in para["datasets"].values():
+        assert d["templates"]["llm"] == 0 and d["templates"]["offline"] > 0 and d["llm_failures"] == {}
+    assert "by the offline rule-based paraphraser" in (settings.release_dir / "datasheet.md").read_text()
     assert doc["asset_code_versions"]["release/manifest"] is not None
     for leak in (settings.home, settings.source_dir):
         assert str(leak) not in text and str(leak) not in (settings.release_dir / "datasheet.md").read_text()

@@ -148,6 +148,19 @@ def cmd_dev(args) -> int:
     return 0
 
 
+def cmd_cache_clear(args) -> int:
+    from ehrxqa_pipeline.paraphrase.cache import FILE_NAME, LlmCache
+
+    cache = LlmCache(_settings(args).cache_dir / FILE_NAME)
+    rows = cache.statuses()
+    if not cache.clear():
+        print(f"no LLM answer cache at {cache.path}")
+        return 0
+    print(f"removed {cache.path} ({', '.join(f'{n} {s}' for s, n in rows.items()) or 'no answers'}): the next "
+          "build asks the endpoint again for every template")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ehrxqa", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -180,7 +193,13 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--port", type=int, default=3000)
     u.set_defaults(func=cmd_dev)
 
-    for sp in (b, u):
+    c = sub.add_parser("cache", help="manage the caches under EHRXQA_HOME/cache")
+    cc = c.add_subparsers(dest="cache_command", required=True)
+    clear = cc.add_parser("clear", help="delete a cache")
+    clear.add_argument("which", choices=["llm"], help="llm: the LLM answer cache (cache/llm_cache.duckdb)")
+    clear.set_defaults(func=cmd_cache_clear)
+
+    for sp in (b, u, clear):
         sp.add_argument("--home", default=None, help=f"overrides ${HOME_ENV} (default ./data)")
         sp.add_argument("--source-root", default=None, help=f"overrides ${SOURCE_ENV}")
     for sp in (v, b, u):

@@ -63,6 +63,31 @@ def source_lines(sources: Mapping) -> str:
     return "\n".join(lines)
 
 
+_DATASET_NAMES = {"mimic_cxr_vqa": "MIMIC-CXR-VQA", "ehrxqa": "EHRXQA"}
+
+
+def paraphraser_text(p: Mapping) -> str:
+    """Where the released questions' phrasings come from, per dataset, as the build recorded it."""
+    datasets = p.get("datasets") or {}
+    if not datasets:
+        return "by the offline rule-based paraphraser" if p.get("llm_endpoint") is False else "(no record of how)"
+    model = f" (model {p.get('model')})" if p.get("model") else ""
+    parts = []
+    for ds, d in sorted(datasets.items()):
+        t = d.get("templates") or {}
+        bits = [f"{_n(t.get('llm', 0))} templates by an OpenAI-compatible LLM{model}",
+                f"{_n(t.get('offline', 0))} by the offline rule-based paraphraser",
+                f"{_n(t.get('original', 0))} keep their template wording"]
+        if t.get("reviewer"):
+            bits.append(f"{_n(t['reviewer'])} only by reviewers")
+        failures = d.get("llm_failures") or {}
+        if failures:
+            bits.append(f"no usable LLM answer for {_n(sum(failures.values()))} templates ("
+                        + ", ".join(f"{k}: {_n(v)}" for k, v in sorted(failures.items())) + ")")
+        parts.append(f"{_DATASET_NAMES.get(ds, ds)}: " + ", ".join(bits))
+    return "as follows. " + "; ".join(parts)
+
+
 def filters_section(tables: Mapping) -> str:
     parts = []
     for f in tables["funnels"]:
@@ -145,9 +170,9 @@ def render_datasheet(tables: Mapping, sources: Mapping, code: Mapping, seed: int
             "by sampling the source databases; every EHRXQA NeuralSQL was executed with an oracle VQA module "
             "and checked against its gold SQL answer before release."),
         _qa("What mechanisms or procedures were used?",
-            "This Dagster pipeline (Python, polars, DuckDB, SQLite); paraphrases from "
-            + ("an OpenAI-compatible LLM" if (config.get("paraphraser") or {}).get("llm") else
-               "the offline rule-based paraphraser") + ", machine-validated, with a human review file."),
+            "This Dagster pipeline (Python, polars, DuckDB, SQLite); questions paraphrased "
+            + paraphraser_text(config.get("paraphraser") or {})
+            + "; paraphrases are machine-validated, with a human review file."),
         _qa("What was the sampling strategy?",
             f"Random with fixed seeds: every random step has its own generator seeded by (seed {seed}, step "
             "name), so the same source, configuration and seed give the same files."),

@@ -3,6 +3,8 @@
 ``ChatServer(script)``: each POST /v1/chat/completions takes the next step of the script (a callable
 ``step(prompt) -> Reply`` or a ``Reply``); when the script is exhausted the server answers 500. Every request
 is recorded (its prompt). Replies may delay (bounded, for timeouts) and set headers (Retry-After).
+GET /v1/models answers ``models``: a list of ids (a model list), a ``Reply``, or None (404, no listing);
+those requests are counted in ``model_requests``, not in ``requests``.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ def question_of(prompt: str) -> str:
 
 
 class ChatServer:
-    def __init__(self, script=None, default=None):
+    def __init__(self, script=None, default=None, models=None):
         self.script = list(script or [])
+        self.models = models
+        self.model_requests = 0
         self.default = default  # used when the script is exhausted (None: 500)
         self.requests: list[str] = []
         self._lock = threading.Lock()
@@ -53,6 +57,22 @@ class ChatServer:
                     server.requests.append(prompt)
                     step = server.script.pop(0) if server.script else server.default
                 reply = step(prompt) if callable(step) else step or Reply(500, {"error": {"message": "no script"}})
+                self._send(reply)
+
+            def do_GET(self):  # noqa: N802 - http.server API
+                with server._lock:
+                    server.model_requests += 1
+                m = server.models
+                if isinstance(m, Reply):
+                    reply = m
+                elif m is None or not self.path.rstrip("/").endswith("/models"):
+                    reply = Reply(404, {"error": {"message": "not found"}})
+                else:
+                    reply = Reply(200, {"object": "list", "data": [{"id": x, "object": "model", "created": 0,
+                                                                     "owned_by": "test"} for x in m]})
+                self._send(reply)
+
+            def _send(self, reply):
                 time.sleep(min(reply.delay_s, MAX_DELAY_S))
                 data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
                 try:

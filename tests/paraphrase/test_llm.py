@@ -3,6 +3,7 @@
 
 import pytest
 
+from ehrxqa_pipeline.paraphrase import rules
 from ehrxqa_pipeline.paraphrase.cache import LlmCache
 from ehrxqa_pipeline.paraphrase.generate import from_llm
 from ehrxqa_pipeline.paraphrase.llm import ChatClient, LlmSettings, parse_paraphrases
@@ -100,7 +101,8 @@ def test_timeout_is_retried_then_reported(tmp_path):
 
 def test_concurrency_is_bounded_and_order_kept(tmp_path):
     templates = vqa_templates()[:6]
-    answers = {t.text: completion(f"1. {t.text.replace('?', ' here?').replace('.', ' here.')}") for t in templates}
+    answers = {t.text: completion("\n".join(f"{i}. {v}" for i, v in enumerate(rules.variants(t)[:4], 1)))
+               for t in templates}
 
     def step(prompt):
         reply = answers[prompt.rsplit("Question: ", 1)[1].split("\n")[0]]
@@ -109,7 +111,7 @@ def test_concurrency_is_bounded_and_order_kept(tmp_path):
     with ChatServer(default=step) as server:
         frame, report = _run(server, tmp_path, templates=templates, concurrency=3)
     assert len(server.requests) == 6 and not report.errors
-    assert frame["template_id"].to_list() == [t.template_id for t in templates]
+    assert frame["template_id"].unique(maintain_order=True).to_list() == [t.template_id for t in templates]
 
 
 def test_privacy_guard_runs_before_any_request(tmp_path):
