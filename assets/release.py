@@ -15,7 +15,7 @@ from assets.ehr_db import DB_KEYS
 from assets.paraphrase import STATS_KEY as PARAPHRASE_STATS_KEY
 from assets.splits import SPLITS_KEY
 from assets.paraphrase import VALIDATED_KEY
-from assets.sources import HASH_CACHE
+from assets.sources import HASH_CACHE, SOURCE_KEYS, SOURCE_VERSION_FIELD
 from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.hashing import HashCache
 from ehrxqa_pipeline.paraphrase import review
@@ -61,7 +61,8 @@ def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource) -> tup
     """(sources, code, config) as the datasheet and the manifest state them: nothing machine-specific."""
     cache = HashCache(settings.cache_dir / HASH_CACHE)
     layout = settings.layout()
-    sources = manifest.source_section(layout, manifest.source_digests(layout, cache))
+    recorded = read_source_versions(context.instance)
+    sources = manifest.source_section(layout, manifest.source_digests(layout, cache, recorded))
     llm_settings = llm.settings(settings.seed)
     review_file = review.default_path()
     config = {
@@ -73,6 +74,26 @@ def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource) -> tup
         "paraphrase_review_sha256": sha256_file(review_file) if review_file.is_file() else None,
     }
     return sources, manifest.code_section(), config
+
+
+def read_source_versions(instance: dg.DagsterInstance) -> dict[str, str | None]:
+    """Source name -> the data version this build read: from the latest ingestion of the file (hashed as it was
+    read, ``assets/ingest.py``), else the latest observation of the source (the one that drove the build; the
+    ontology reads the semantics files); None where neither exists (the manifest then hashes the file)."""
+    from assets.ingest import ingest_key
+
+    out: dict[str, str | None] = {}
+    for name, source_key in SOURCE_KEYS.items():
+        event = instance.get_latest_materialization_event(ingest_key(name))
+        entry = event.asset_materialization.metadata.get(SOURCE_VERSION_FIELD) if (
+            event and event.asset_materialization) else None
+        if entry is not None:
+            out[name] = entry.value
+            continue
+        record = instance.get_latest_data_version_record(source_key, is_source=True)
+        observation = record.asset_observation if record is not None else None
+        out[name] = (observation.tags or {}).get("dagster/data_version") if observation is not None else None
+    return out
 
 
 def _asset_code_versions() -> dict[str, str | None]:
