@@ -15,7 +15,9 @@ from ehrxqa_pipeline.sources.schema import SEMANTICS_FILES, TABLES, release_path
 from ehrxqa_pipeline.sources.semantics import semantics_paths
 
 SOURCE_KEYS = {name: dg.AssetKey([names.SOURCES, name]) for name in (*TABLES, names.SEMANTICS)}
-HASH_CACHE = "source_hashes.json"  # under EHRXQA_HOME/cache; ingestion hashes through the same cache
+# under EHRXQA_HOME/cache; ingestion hashes through the same cache. v2: entries keyed by size, mtime, ctime, inode
+# and device (a new name, so an older checkout sharing the home never misreads them as its [size, mtime, digest])
+HASH_CACHE = "source_hashes.v2.json"
 # Materialization metadata of the assets that read a source file: the source's data version as read (the same
 # form as this observation's) and the file; release/manifest records these, not a re-hash made later.
 SOURCE_VERSION_FIELD, SOURCE_FILE_FIELD = "source_data_version", "source_file"

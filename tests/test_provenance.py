@@ -70,7 +70,7 @@ def _defs(source: Path, home: Path):
 
 def test_manifest_names_the_version_ingestion_read(source_copy, tmp_path):
     from assets.release import read_source_versions
-    from assets.sources import SOURCE_KEYS, SOURCE_VERSION_FIELD
+    from assets.sources import HASH_CACHE, SOURCE_KEYS, SOURCE_VERSION_FIELD
     from ehrxqa_pipeline.config import Settings
     from ehrxqa_pipeline.release import manifest
     from ehrxqa_pipeline.sources.files import origin
@@ -95,7 +95,7 @@ def test_manifest_names_the_version_ingestion_read(source_copy, tmp_path):
         recorded = read_source_versions(instance)
         assert recorded[TABLE] == read
         section = manifest.source_section(layout, manifest.source_digests(
-            layout, HashCache(settings.cache_dir / "source_hashes.json"), recorded))
+            layout, HashCache(settings.cache_dir / HASH_CACHE), recorded))
         assert section["data_versions"][TABLE]["data_version"] == read  # not the re-hash
         # a source no ingestion read here: the observation that drove the build (none: hashed now)
         assert recorded["admissions"] is None
