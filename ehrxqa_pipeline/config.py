@@ -1,10 +1,12 @@
 """Where the pipeline reads and writes: the one place that decides the environment.
 
-``EHRXQA_SOURCE_ROOT`` points at a PhysioNet root (design.md section 2); unset means the synthetic source
-generated under ``EHRXQA_HOME/source``. ``EHRXQA_SOURCE_VERSIONS`` (``mimiciv=3.1,mimic-cxr-jpg=2.1.0``) opts
-in to PhysioNet releases other than the paper's (``ehrxqa_pipeline.sources.layout``). ``EHRXQA_HOME`` (default ``./data``) holds the generated source,
-the Dagster instance, the DuckDB warehouse, caches and the release files. The environment is read when
-``Settings.resolve`` is called (by a resource or the CLI), never at import time.
+``EHRXQA_SOURCE_ROOT`` points at a PhysioNet root (README.md, "Using your PhysioNet data"); unset means the
+synthetic source generated under ``EHRXQA_HOME/source``. ``EHRXQA_SOURCE_VERSIONS``
+(``mimiciv=3.1,mimic-cxr-jpg=2.1.0``) opts in to PhysioNet releases other than the paper's
+(``ehrxqa_pipeline.sources.layout``). ``EHRXQA_HOME`` (default ``./data``) holds the generated source, the
+Dagster instance, the DuckDB warehouse, caches and the release files. The environment is read when
+``Settings.resolve`` is called (by a resource or the CLI), never at import time. ``check_environment`` checks
+every EHRXQA_* setting the steps read later, and ``check_home`` the home, when `ehrxqa` starts.
 """
 
 from __future__ import annotations
