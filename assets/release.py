@@ -78,13 +78,16 @@ def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource) -> tup
 
 def read_source_versions(instance: dg.DagsterInstance) -> dict[str, str | None]:
     """Source name -> the data version this build read: from the latest ingestion of the file (hashed as it was
-    read, ``assets/ingest.py``), else the latest observation of the source (the one that drove the build; the
-    ontology reads the semantics files); None where neither exists (the manifest then hashes the file)."""
+    read, ``assets/ingest.py``; the semantics files: from the ontology, ``assets/cxr_labels.py``), else the latest
+    observation of the source (the one that drove the build); None where neither exists (the manifest then
+    hashes the file)."""
+    from assets.cxr_labels import ONTOLOGY_KEY
     from assets.ingest import ingest_key
 
     out: dict[str, str | None] = {}
     for name, source_key in SOURCE_KEYS.items():
-        event = instance.get_latest_materialization_event(ingest_key(name))
+        reader = ONTOLOGY_KEY if name == names.SEMANTICS else ingest_key(name)
+        event = instance.get_latest_materialization_event(reader)
         entry = event.asset_materialization.metadata.get(SOURCE_VERSION_FIELD) if (
             event and event.asset_materialization) else None
         if entry is not None:

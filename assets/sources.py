@@ -8,7 +8,7 @@ import dagster as dg
 
 from assets.automation import OBSERVE_SOURCES
 from ehrxqa_pipeline import names
-from ehrxqa_pipeline.hashing import FileChangedError, HashCache, combine
+from ehrxqa_pipeline.hashing import FileChangedError, HashCache, combine, stat_key, unchanged_since
 from ehrxqa_pipeline.sources.errors import SourceError
 from ehrxqa_pipeline.sources.files import origin
 from ehrxqa_pipeline.sources.schema import SEMANTICS_FILES, TABLES, release_path
@@ -21,6 +21,21 @@ HASH_CACHE = "source_hashes.v2.json"
 # Materialization metadata of the assets that read a source file: the source's data version as read (the same
 # form as this observation's) and the file; release/manifest records these, not a re-hash made later.
 SOURCE_VERSION_FIELD, SOURCE_FILE_FIELD = "source_data_version", "source_file"
+
+
+def version_as_read(cache_dir, paths):
+    """For an asset about to read ``paths``: (their data version, in the form the observation reports, hashed
+    now, before the read; a function to call once the read is over, which raises ``FileChangedError`` naming a
+    file that changed since: size, mtime, ctime or inode)."""
+    before = [stat_key(p.stat()) for p in paths]
+    cache = HashCache(cache_dir / HASH_CACHE)
+    version = combine(*(cache.digest(p) for p in paths))
+
+    def unchanged() -> None:
+        for path, st in zip(paths, before):
+            unchanged_since(path, st)
+
+    return version, unchanged
 
 
 def _spec(name: str) -> dg.AssetSpec:

@@ -138,3 +138,26 @@ def test_a_source_file_that_changes_while_it_is_ingested_fails_the_step(source_c
         message = failure.event_specific_data.error.message
         assert "changed while it was read; nothing was ingested" in message and path.name in message
         assert instance.get_latest_materialization_event(asset.key) is None
+
+
+def test_the_semantics_version_is_the_one_the_ontology_read(source_copy, tmp_path):
+    from assets.cxr_labels import ontology
+    from assets.release import read_source_versions
+    from assets.sources import SOURCE_VERSION_FIELD
+    from ehrxqa_pipeline import names
+    from ehrxqa_pipeline.config import Settings
+    from ehrxqa_pipeline.sources.semantics import semantics_paths
+    from resources import PipelineConfig, Warehouse
+
+    source, _ = source_copy
+    home = tmp_path / "home"
+    paths = list(semantics_paths(Settings.resolve(home=str(home), source_root=str(source)).layout()))
+    read = combine(*(file_digest(p) for p in paths))
+    config = PipelineConfig(home=str(home), source_root=str(source))
+    with dg.instance_for_test() as instance:
+        assert dg.materialize([ontology], instance=instance, resources={
+            "pipeline_config": config, "warehouse": Warehouse(config=config)}).success
+        meta = instance.get_latest_materialization_event(ontology.key).asset_materialization.metadata
+        assert meta[SOURCE_VERSION_FIELD].value == read
+        paths[0].write_text(paths[0].read_text() + "\n")  # edited after the ontology read it
+        assert read_source_versions(instance)[names.SEMANTICS] == read
