@@ -129,17 +129,19 @@ def build(settings: Settings, select: str | None = None, instance: dg.DagsterIns
         recover_interrupted(instance, log=log)
         # Observing records each source file's content hash, so later changes are detected.
         observed = runner.run(instance, sources, None)
+        stale = None  # what is out of date now, when already known
         if observed.success and changed:
             runner.run_changed(instance)
             if runner.ok:
-                runner.run_missing(instance, log)
+                stale = runner.run_missing(instance, log)
         elif observed.success:
             runner.run_stages(instance, targets)
             if select is None and runner.ok:
                 _save_evaluation(defs, instance)
         summary = runner.summary(observed, time.perf_counter() - start)
         if observed.success:  # what is still out of date is a failure, named with its reason
-            summary.stale = out_of_date(defs, instance, None if changed or select is None else targets)
+            summary.stale = stale if stale is not None else out_of_date(
+                defs, instance, None if changed or select is None else targets)
             summary.success = summary.success and not summary.stale
     return summary
 
@@ -227,17 +229,18 @@ class _Runner:
             if not self.ok:
                 return  # later stages depend on this one
 
-    def run_missing(self, instance, log=print) -> None:
+    def run_missing(self, instance, log=print) -> dict[str, str] | None:
         """After the automation rounds of ``--changed``: what is still out of date though no condition requests
         it -- above all assets never materialized because a build was killed before it reached them (the
         conditions react to changes, and "missing" is not one once evaluated) -- is materialized now, with
-        everything below it; then the automation is evaluated again, so its cursor knows these runs."""
+        everything below it; then the automation is evaluated again, so its cursor knows these runs. Returns
+        what is out of date when it ran nothing (None otherwise)."""
         from assets.freshness import out_of_date
 
         stale = out_of_date(self.defs, instance)
         repair = _repairable(self.graph, instance, stale)
         if not repair:
-            return
+            return stale  # nothing ran: what is out of date is still this
         missing = [k.to_user_string() for k in repair if "never materialized" in stale[k.to_user_string()]]
         log(f"--changed: {len(repair)} asset(s) out of date that no change requests"
             + (f" ({len(missing)} never materialized: {', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''};"
@@ -245,6 +248,7 @@ class _Runner:
         self.run_stages(instance, repair)
         if self.ok:
             self.run_changed(instance)
+        return None
 
     def run_changed(self, instance) -> None:
         """Evaluate the automation conditions and materialize what they request until nothing is due. The
