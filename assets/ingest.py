@@ -12,7 +12,8 @@ from assets.metadata import table_metadata
 from assets.sources import HASH_CACHE, SOURCE_FILE_FIELD, SOURCE_KEYS, SOURCE_VERSION_FIELD
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.contracts import CONTRACTS_DIR, Contract, load_contract
-from ehrxqa_pipeline.hashing import FileChangedError, HashCache, combine, file_digest, stat_key, unchanged_since
+from ehrxqa_pipeline.hashing import (CHANGED_WHILE_READ, WAIT_FOR_IT, FileChangedError, HashCache, combine,
+                                     file_digest, stat_key, unchanged_since)
 from ehrxqa_pipeline.ingest import ingest_table
 from ehrxqa_pipeline.sources.errors import SourceError
 from ehrxqa_pipeline.sources.files import origin
@@ -59,8 +60,9 @@ def _ingest_asset(contract: Contract) -> dg.AssetsDefinition:
         except SourceError as e:
             raise dg.Failure(description=str(e)) from None
         except FileChangedError as e:
-            raise dg.Failure(description=f"{table}: SOURCE_ROOT/{layout.relative(path)} changed while it was "
-                                         f"read; nothing was ingested. {e}") from None
+            raise dg.Failure(description=f"{table}: SOURCE_ROOT/{layout.relative(path)} {CHANGED_WHILE_READ} "
+                                         f"(size, mtime, ctime or inode differ after the read); nothing was "
+                                         f"ingested: {WAIT_FOR_IT}") from None
         if source_digest is None:  # ingest_table read it, so it exists now: it appeared during the read
             raise dg.Failure(description=f"{table}: SOURCE_ROOT/{layout.relative(path)} appeared while it was "
                                          "read; build again once it is complete")

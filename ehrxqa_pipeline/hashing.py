@@ -21,6 +21,10 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+CHANGED_WHILE_READ = "changed while it was read"
+WAIT_FOR_IT = "it is being written or copied; wait until it is complete, then build again"
+
+
 class FileChangedError(OSError):
     """A file changed while it was being read (hashed or ingested): what was read is no single version."""
 
@@ -34,9 +38,8 @@ def unchanged_since(path: Path, before: list[int]) -> None:
     """Raise ``FileChangedError`` naming ``path`` when its ``stat_key`` is no longer ``before``."""
     after = stat_key(Path(path).stat())
     if after != before:
-        raise FileChangedError(f"{path} changed while it was read (size {before[0]} -> {after[0]} bytes, "
-                               f"mtime/ctime/inode changed): it is being written or copied; wait until it is "
-                               "complete, then build again")
+        raise FileChangedError(f"{path} {CHANGED_WHILE_READ} (size {before[0]} -> {after[0]} bytes, mtime/ctime/"
+                               f"inode changed): {WAIT_FOR_IT}")
 
 
 class HashCache:

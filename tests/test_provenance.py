@@ -136,7 +136,8 @@ def test_a_source_file_that_changes_while_it_is_ingested_fails_the_step(source_c
         assert not result.success
         (failure,) = [e for e in result.all_events if e.is_step_failure]
         message = failure.event_specific_data.error.message
-        assert "changed while it was read; nothing was ingested" in message and path.name in message
+        assert "changed while it was read (size, mtime, ctime or inode differ after the read); nothing was " \
+            "ingested: it is being written or copied" in message and path.name in message
         assert instance.get_latest_materialization_event(asset.key) is None
 
 
