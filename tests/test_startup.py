@@ -132,10 +132,9 @@ def test_a_second_build_on_the_same_home_is_refused_naming_the_pid(tmp_path, mon
     home = tmp_path / "home"
     _clean_env(monkeypatch, home)
     home.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from ehrxqa_pipeline.cli.lock import BuildLock; BuildLock(Path(sys.argv[1])).acquire(); "
-                               "print('locked', flush=True); time.sleep(60)", str(home)],
-                              stdout=subprocess.PIPE, text=True)
+    hold = ("import sys, time; from pathlib import Path; from ehrxqa_pipeline.cli.lock import BuildLock; "
+            "BuildLock(Path(sys.argv[1])).acquire(); print('locked', flush=True); time.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(home)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         start = time.perf_counter()
