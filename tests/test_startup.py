@@ -58,6 +58,14 @@ def test_a_bad_setting_is_one_line_naming_it(name, value, forms, tmp_path, monke
     assert not (tmp_path / "home" / "dagster").exists()  # refused before any work
 
 
+def test_a_missing_source_root_is_one_line(tmp_path, monkeypatch, capsys):
+    _clean_env(monkeypatch, tmp_path / "home")
+    monkeypatch.setenv("EHRXQA_SOURCE_ROOT", str(tmp_path / "nowhere"))
+    code, err = _fails(capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert f"EHRXQA_SOURCE_ROOT={tmp_path / 'nowhere'} is not a folder" in err
+
+
 def test_an_allowed_vision_host_passes_the_start_up_check(tmp_path):
     from ehrxqa_pipeline.config import check_environment
 

@@ -33,6 +33,10 @@ def _settings(args, home_check: bool = True) -> Settings:
         check_environment()
         settings = Settings.resolve(getattr(args, "home", None), getattr(args, "source_root", None),
                                     source_versions=getattr(args, "source_version", None))
+        if settings.source_root is not None and not settings.source_root.is_dir():
+            raise ValueError(f"{SOURCE_ENV}={settings.source_root} is not a folder: point it at the folder that "
+                             "holds mimiciv/, mimic-cxr-jpg/ and chest-imagenome/ (or leave it unset for the "
+                             "synthetic source)")
         if home_check:
             check_home(settings.home)
     except ValueError as err:
