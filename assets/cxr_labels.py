@@ -6,12 +6,13 @@ from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE, WITH_ITS_ASSE
 from assets.metadata import table_result
 from assets.cxr_cohort import GOLD_KEY, SILVER_KEY
 from assets.ingest import ingest_key
-from assets.sources import SOURCE_KEYS
+from assets.sources import SOURCE_KEYS, SOURCE_FILE_FIELD, SOURCE_VERSION_FIELD, version_as_read
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.cxr import labels, labels_checks
 from ehrxqa_pipeline.cxr.ontology import build_ontology
 from ehrxqa_pipeline.sources.errors import SourceError
-from ehrxqa_pipeline.sources.semantics import read_semantics
+from ehrxqa_pipeline.hashing import FileChangedError
+from ehrxqa_pipeline.sources.semantics import read_semantics, semantics_paths
 from resources import PipelineConfig, Warehouse
 
 ONTOLOGY_KEY = dg.AssetKey([names.CXR_LABELS, "ontology"])
@@ -36,7 +37,22 @@ def load_ontology(pipeline_config: PipelineConfig):
                       "Chest ImaGenome semantics files.", **COMMON)
 def ontology(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
              warehouse: Warehouse) -> dg.MaterializeResult:
-    onto = load_ontology(pipeline_config)
+    # the semantics files' version as read, hashed before the read and checked after it (release/manifest
+    # records it); a missing file is left to read_semantics, whose error names it and the fix
+    layout = pipeline_config.settings().layout()
+    try:
+        paths = list(semantics_paths(layout))
+        read = version_as_read(pipeline_config.settings().cache_dir, paths) if all(p.exists() for p in paths) \
+            else None
+        onto = load_ontology(pipeline_config)
+        if read is not None:
+            read[1]()
+    except SourceError as e:
+        raise dg.Failure(description=str(e)) from None
+    except FileChangedError as e:
+        raise dg.Failure(description=f"semantics: {e}; nothing was built") from None
+    provenance = {} if read is None else {SOURCE_VERSION_FIELD: read[0], SOURCE_FILE_FIELD: dg.MetadataValue.json(
+        [layout.canonical(p) for p in paths])}
     with warehouse.connect() as con:
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {names.CXR_LABELS}")
         con.execute("BEGIN TRANSACTION")
@@ -48,7 +64,7 @@ def ontology(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
         return table_result(context, con, f"{names.CXR_LABELS}.pairs", tables=[f"{names.CXR_LABELS}.pairs_all"],
                             metadata={"objects": len(onto.objects), "attributes": len(onto.attributes),
                                       "possible_pairs": onto.n_pairs, "paper_possible_pairs": PAPER_PAIRS,
-                                      "summary": dg.MetadataValue.json(onto.summary())})
+                                      "summary": dg.MetadataValue.json(onto.summary()), **provenance})
 
 
 def _label_asset(cohort: str, cohort_key: dg.AssetKey, relations: str) -> dg.AssetsDefinition:

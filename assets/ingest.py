@@ -9,10 +9,11 @@ import dagster as dg
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
 from assets.metadata import code_version as running_code_version
 from assets.metadata import table_metadata
-from assets.sources import SOURCE_KEYS
+from assets.sources import HASH_CACHE, SOURCE_FILE_FIELD, SOURCE_KEYS, SOURCE_VERSION_FIELD
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.contracts import CONTRACTS_DIR, Contract, load_contract
-from ehrxqa_pipeline.hashing import HashCache, combine, file_digest
+from ehrxqa_pipeline.hashing import (CHANGED_WHILE_READ, WAIT_FOR_IT, FileChangedError, HashCache, combine,
+                                     file_digest, stat_key, unchanged_since)
 from ehrxqa_pipeline.ingest import ingest_table
 from ehrxqa_pipeline.sources.errors import SourceError
 from ehrxqa_pipeline.sources.files import origin
@@ -43,15 +44,28 @@ def _ingest_asset(contract: Contract) -> dg.AssetsDefinition:
                warehouse: Warehouse) -> dg.MaterializeResult:
         settings = pipeline_config.settings()
         context.log.info(f"{table}: reading SOURCE_ROOT/{contract.source} into {names.INGEST}.{table}")
+        layout = settings.layout()
         try:
+            # The version read is the one hashed here, before the read; a file that changes until the read
+            # ends (stat before and after: size, mtime, ctime, inode) fails the step instead of being
+            # recorded under a version it is not (release/manifest takes the source versions from here).
+            path = origin(layout, table)
+            before = stat_key(path.stat()) if path.exists() else None
+            source_digest = HashCache(settings.cache_dir / HASH_CACHE).digest(path) if before else None
             with warehouse.connect() as con:
-                result = ingest_table(con, settings.layout(), contract, settings.staging_dir,
-                                      settings.cache_dir)
+                result = ingest_table(con, layout, contract, settings.staging_dir, settings.cache_dir)
+                if before is not None:
+                    unchanged_since(path, before)
                 schema = table_metadata(con, f"{names.INGEST}.{table}")
-            source_digest = HashCache(settings.cache_dir / "source_hashes.json").digest(
-                origin(settings.layout(), table))
         except SourceError as e:
             raise dg.Failure(description=str(e)) from None
+        except FileChangedError as e:
+            raise dg.Failure(description=f"{table}: SOURCE_ROOT/{layout.relative(path)} {CHANGED_WHILE_READ} "
+                                         f"(size, mtime, ctime or inode differ after the read); nothing was "
+                                         f"ingested: {WAIT_FOR_IT}") from None
+        if source_digest is None:  # ingest_table read it, so it exists now: it appeared during the read
+            raise dg.Failure(description=f"{table}: SOURCE_ROOT/{layout.relative(path)} appeared while it was "
+                                         "read; build again once it is complete")
         context.log.info(f"{table}: {result.rows} rows kept, {result.rejected} quarantined {result.reasons}"
                          + (f", {result.out_of_scope_rows} out of scope {result.out_of_scope}"
                             if result.out_of_scope else ""))
@@ -67,6 +81,9 @@ def _ingest_asset(contract: Contract) -> dg.AssetsDefinition:
                 "out_of_scope_rows": result.out_of_scope_rows,
                 "out_of_scope_by_reason": dg.MetadataValue.json(result.out_of_scope),
                 "quoting": "literal: " + result.quoting if result.quoting else "standard",
+                # what release/manifest and the datasheet record as the source version this build read
+                SOURCE_VERSION_FIELD: combine(source_digest),
+                SOURCE_FILE_FIELD: layout.canonical(path),
             })
 
     return _asset

@@ -17,7 +17,7 @@ from assets.paraphrase import POOLS_KEY as PARAPHRASE_POOLS_KEY
 from assets.paraphrase import STATS_KEY as PARAPHRASE_STATS_KEY
 from assets.splits import SPLITS_KEY
 from assets.paraphrase import VALIDATED_KEY
-from assets.sources import HASH_CACHE
+from assets.sources import HASH_CACHE, SOURCE_KEYS, SOURCE_VERSION_FIELD
 from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.hashing import HashCache
 from ehrxqa_pipeline.paraphrase import review
@@ -63,7 +63,8 @@ def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource) -> tup
     """(sources, code, config) as the datasheet and the manifest state them: nothing machine-specific."""
     cache = HashCache(settings.cache_dir / HASH_CACHE)
     layout = settings.layout()
-    sources = manifest.source_section(layout, manifest.source_digests(layout, cache))
+    recorded = read_source_versions(context.instance)
+    sources = manifest.source_section(layout, manifest.source_digests(layout, cache, recorded))
     review_file = review.default_path()
     config = {
         "check_images": settings.check_images,
@@ -89,6 +90,29 @@ def _paraphraser(context: dg.AssetExecutionContext) -> dict:
                               "candidates": {k: (per.get(ds) or {}).get(k) for k in ("llm", "offline", "none")},
                               "llm_failures": (per.get(ds) or {}).get("llm_failures", {})}
                          for ds in sorted(set(pools) | set(per))}}
+
+
+def read_source_versions(instance: dg.DagsterInstance) -> dict[str, str | None]:
+    """Source name -> the data version this build read: from the latest ingestion of the file (hashed as it was
+    read, ``assets/ingest.py``; the semantics files: from the ontology, ``assets/cxr_labels.py``), else the latest
+    observation of the source (the one that drove the build); None where neither exists (the manifest then
+    hashes the file)."""
+    from assets.cxr_labels import ONTOLOGY_KEY
+    from assets.ingest import ingest_key
+
+    out: dict[str, str | None] = {}
+    for name, source_key in SOURCE_KEYS.items():
+        reader = ONTOLOGY_KEY if name == names.SEMANTICS else ingest_key(name)
+        event = instance.get_latest_materialization_event(reader)
+        entry = event.asset_materialization.metadata.get(SOURCE_VERSION_FIELD) if (
+            event and event.asset_materialization) else None
+        if entry is not None:
+            out[name] = entry.value
+            continue
+        record = instance.get_latest_data_version_record(source_key, is_source=True)
+        observation = record.asset_observation if record is not None else None
+        out[name] = (observation.tags or {}).get("dagster/data_version") if observation is not None else None
+    return out
 
 
 def _asset_code_versions() -> dict[str, str | None]:

@@ -8,14 +8,34 @@ import dagster as dg
 
 from assets.automation import OBSERVE_SOURCES
 from ehrxqa_pipeline import names
-from ehrxqa_pipeline.hashing import HashCache, combine
+from ehrxqa_pipeline.hashing import FileChangedError, HashCache, combine, stat_key, unchanged_since
 from ehrxqa_pipeline.sources.errors import SourceError
 from ehrxqa_pipeline.sources.files import origin
 from ehrxqa_pipeline.sources.schema import SEMANTICS_FILES, TABLES, release_path
 from ehrxqa_pipeline.sources.semantics import semantics_paths
 
 SOURCE_KEYS = {name: dg.AssetKey([names.SOURCES, name]) for name in (*TABLES, names.SEMANTICS)}
-HASH_CACHE = "source_hashes.json"  # under EHRXQA_HOME/cache; release/manifest reads the same digests
+# under EHRXQA_HOME/cache; ingestion hashes through the same cache. v2: entries keyed by size, mtime, ctime, inode
+# and device (a new name, so an older checkout sharing the home never misreads them as its [size, mtime, digest])
+HASH_CACHE = "source_hashes.v2.json"
+# Materialization metadata of the assets that read a source file: the source's data version as read (the same
+# form as this observation's) and the file; release/manifest records these, not a re-hash made later.
+SOURCE_VERSION_FIELD, SOURCE_FILE_FIELD = "source_data_version", "source_file"
+
+
+def version_as_read(cache_dir, paths):
+    """For an asset about to read ``paths``: (their data version, in the form the observation reports, hashed
+    now, before the read; a function to call once the read is over, which raises ``FileChangedError`` naming a
+    file that changed since: size, mtime, ctime or inode)."""
+    before = [stat_key(p.stat()) for p in paths]
+    cache = HashCache(cache_dir / HASH_CACHE)
+    version = combine(*(cache.digest(p) for p in paths))
+
+    def unchanged() -> None:
+        for path, st in zip(paths, before):
+            unchanged_since(path, st)
+
+    return version, unchanged
 
 
 def _spec(name: str) -> dg.AssetSpec:
@@ -35,7 +55,7 @@ def _spec(name: str) -> dg.AssetSpec:
 @dg.multi_observable_source_asset(specs=[_spec(n) for n in SOURCE_KEYS], can_subset=True,
                                   name="observe_sources", required_resource_keys={"pipeline_config"})
 def observe_sources(context: dg.AssetExecutionContext):
-    """Hash each selected source file (cached by size and mtime) and report it as the data version."""
+    """Hash each selected source file (cached by size, mtime, ctime and inode) and report it as the data version."""
     settings = context.resources.pipeline_config.settings()
     hashes = HashCache(settings.cache_dir / HASH_CACHE)
     layout = settings.layout()
@@ -47,8 +67,10 @@ def observe_sources(context: dg.AssetExecutionContext):
             if missing:
                 raise SourceError(file=layout.relative(missing[0]), problem="file is missing",
                                   fix="download it from PhysioNet into the same relative path")
+            digest = combine(*(hashes.digest(p) for p in paths))
         except SourceError as e:
             raise dg.Failure(description=str(e)) from None
-        digest = combine(*(hashes.digest(p) for p in paths))
+        except FileChangedError as e:
+            raise dg.Failure(description=f"{name}: {e}") from None
         yield dg.ObserveResult(asset_key=key, data_version=dg.DataVersion(digest), metadata={
             "path": dg.MetadataValue.path(str(paths[0])), "bytes": sum(p.stat().st_size for p in paths)})

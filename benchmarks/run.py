@@ -139,7 +139,8 @@ def stages(scale: str, work: Path, caps: str = "80,10") -> dict[str, tuple[list[
         "ehrxqa": ([sys.executable, "-m", "benchmarks.run", "--ehrxqa-home", str(home), "--ehrxqa-out",
                     str(work / f"ehrxqa-{tag}.json"), "--ehrxqa-caps", caps], {}),
         # scene_graph.zip -> scene_tabular (sources.scene_graph), on the generated source's zip
-        "scene-graph-zip": ([sys.executable, "-m", "benchmarks.run", "--scene-graph-zip", str(source / ZIP_RELEASE_PATH),
+        "scene-graph-zip": ([sys.executable, "-m", "benchmarks.run", "--scene-graph-zip",
+                             str(source / ZIP_RELEASE_PATH),
                              "--scene-graph-out", str(work / f"scene-graph-{tag}.json")], {}),
         # training / inference images/s per batch size, decode vs model (needs the cxr stage and JPEGs)
         "vqa_model": ([sys.executable, "-m", "benchmarks.vqa_bench", "--home", str(home), "--source", str(source),

@@ -3,13 +3,15 @@
 Every file the pipeline writes under EHRXQA_HOME (release JSON/Markdown/PNG, databases, answer sheets,
 review queue) goes through a temporary file in the target's folder (same file system, hidden name so no
 manifest or glob lists it) that is flushed, fsynced and renamed over the target with ``os.replace``. A
-SIGKILL leaves at most a stray ``.NAME.HOST-PID.*.tmp`` file, which the next write of that target removes.
+SIGKILL leaves at most a stray ``.NAME.HOST-PID.*.tmp`` file, which the next write of that target removes, and
+``ehrxqa build`` removes wherever it lies under EHRXQA_HOME when it starts (``remove_stale_temps``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import uuid
 from collections.abc import Iterator
@@ -86,3 +88,30 @@ def write_json(path: str | Path, obj, indent: int | None = 2, sort_keys: bool = 
                ensure_ascii: bool = False) -> Path:
     """``obj`` as JSON (non-ASCII kept unless ``ensure_ascii``, newline at the end) written atomically."""
     return write_text(path, json.dumps(obj, indent=indent, sort_keys=sort_keys, ensure_ascii=ensure_ascii) + "\n")
+
+
+_TEMP = re.compile(r"^\..+\.[^.]+-\d+\.[0-9a-f]{8}\.tmp(\.wal)?$")  # _temp_path's names (and DuckDB's log)
+
+
+def remove_stale_temps(root: str | Path, skip: tuple[str, ...] = ()) -> list[tuple[Path, int]]:
+    """Remove the temporary files under ``root`` (not below the top-level folders named in ``skip``) that a
+    killed writer left: named as ``_temp_path`` names them, by a process of this host that is gone. Returns
+    (path, bytes) of each file removed."""
+    root, removed = Path(root), []
+    for folder, dirs, files in os.walk(root):
+        if Path(folder) == root:
+            dirs[:] = [d for d in dirs if d not in skip]
+        for name in files:
+            if not _TEMP.match(name):
+                continue
+            path = Path(folder) / name
+            owner = path.with_name(name.removesuffix(".wal"))
+            if _owner_alive(owner):
+                continue
+            try:
+                size = path.stat().st_size
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            removed.append((path, size))
+    return removed

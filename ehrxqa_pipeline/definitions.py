@@ -19,6 +19,7 @@ from assets.splits import SPLIT_ASSETS
 from assets.vqa_scoring import VQA_SCORING_ASSETS
 from assets.ingest import INGEST_ASSETS
 from assets.sources import observe_sources
+from ehrxqa_pipeline.config import EXECUTOR_ENV, SettingError
 from resources import default_resources
 
 # Within one run, steps that write the DuckDB warehouse go one at a time (DuckDB has a single writer), and so
@@ -30,7 +31,6 @@ EXECUTOR = dg.multiprocess_executor.configured({"max_concurrent": 2, "tag_concur
 # namespace, env (EHRXQA_HOME) and the shared volume come from the run launcher and the user deployment
 # (deploy/values.yaml); here: the default step resources, and the same per-run limits. GPU steps add their
 # request through op tags (assets.automation.GPU_TAGS).
-EXECUTOR_ENV = "EHRXQA_EXECUTOR"
 K8S_EXECUTOR_CONFIG = {
     "max_concurrent": 8,
     "tag_concurrency_limits": TAG_LIMITS,
@@ -47,7 +47,7 @@ def choose_executor(kind: str | None = None) -> dg.ExecutorDefinition:
 
         return k8s_job_executor.configured(K8S_EXECUTOR_CONFIG, name="k8s")
     if kind != "multiprocess":
-        raise ValueError(f"{EXECUTOR_ENV}={kind!r}: use 'multiprocess' (default) or 'k8s'")
+        raise SettingError(f"{EXECUTOR_ENV}={kind!r} is not valid: use 'multiprocess' (default) or 'k8s'")
     return EXECUTOR
 
 

@@ -1,4 +1,7 @@
-"""Content hashes of source files, remembered by (size, mtime) so unchanged files are not re-read."""
+"""Content hashes of source files, remembered by (size, mtime, ctime, inode) so unchanged files are not re-read.
+
+mtime alone misses an edit that keeps it (``touch -r``, ``cp -p``, a tool that restores it); ctime cannot be
+set from user space and moves on every write, and a replaced file (new inode) is a new file."""
 
 from __future__ import annotations
 
@@ -18,8 +21,29 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+CHANGED_WHILE_READ = "changed while it was read"
+WAIT_FOR_IT = "it is being written or copied; wait until it is complete, then build again"
+
+
+class FileChangedError(OSError):
+    """A file changed while it was being read (hashed or ingested): what was read is no single version."""
+
+
+def stat_key(st: os.stat_result) -> list[int]:
+    """What identifies one version of a file without reading it: size, mtime, ctime, inode, device."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def unchanged_since(path: Path, before: list[int]) -> None:
+    """Raise ``FileChangedError`` naming ``path`` when its ``stat_key`` is no longer ``before``."""
+    after = stat_key(Path(path).stat())
+    if after != before:
+        raise FileChangedError(f"{path} {CHANGED_WHILE_READ} (size {before[0]} -> {after[0]} bytes, mtime/ctime/"
+                               f"inode changed): {WAIT_FOR_IT}")
+
+
 class HashCache:
-    """A JSON file mapping absolute path -> [size, mtime_ns, digest]."""
+    """A JSON file mapping absolute path -> [size, mtime_ns, ctime_ns, inode, device, digest]."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -29,21 +53,22 @@ class HashCache:
             self._entries = {}
 
     def digest(self, file: Path) -> str:
-        st = file.stat()
+        """The content hash of ``file``; ``FileChangedError`` when it changed while it was hashed."""
+        before = stat_key(file.stat())
         key = str(file.absolute())
         hit = self._entries.get(key)
-        if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
-            return hit[2]
+        if hit and hit[:-1] == before:
+            return hit[-1]
         digest = file_digest(file)
-        self._entries[key] = [st.st_size, st.st_mtime_ns, digest]
+        unchanged_since(file, before)
+        self._entries[key] = [*before, digest]
         self._save()
         return digest
 
     def _save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self._entries, sort_keys=True))
-        os.replace(tmp, self.path)
+        from ehrxqa_pipeline.atomic import write_text
+
+        write_text(self.path, json.dumps(self._entries, sort_keys=True))
 
 
 def combine(*parts: str) -> str:

@@ -4,8 +4,9 @@ Every field left unset is read from the environment when a step runs (never at i
 EHRXQA_VQA_DEVICE ("auto" = CUDA when present, else CPU; or "cpu", "cuda", "cuda:N"), EHRXQA_VQA_AMP
 ("0" turns bf16 autocast off on GPU; CPU always runs fp32), EHRXQA_VQA_BASE_URL / EHRXQA_VQA_MODEL /
 EHRXQA_VQA_API_KEY (an OpenAI-compatible vision endpoint, scored as one more module; unset = none) and
-EHRXQA_VQA_ALLOW_HOSTS (comma-separated hosts images may be sent to; default loopback only, design.md
-section 4). torch is imported only when ``device()`` is called.
+EHRXQA_VQA_ALLOW_HOSTS (comma-separated hosts images may be sent to; default loopback only; README.md,
+Configuration; `ehrxqa` checks them at start-up: ehrxqa_pipeline.config.check_environment). torch is
+imported only when ``device()`` is called.
 """
 
 

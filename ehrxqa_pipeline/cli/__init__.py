@@ -9,7 +9,7 @@ import time
 import warnings
 from pathlib import Path
 
-from ehrxqa_pipeline.config import HOME_ENV, SEED_ENV, SOURCE_ENV, Settings
+from ehrxqa_pipeline.config import HOME_ENV, SEED_ENV, SOURCE_ENV, Settings, check_environment, check_home
 from ehrxqa_pipeline.sources.layout import VERSIONS_ENV
 
 DAGSTER_YAML = """\
@@ -26,12 +26,36 @@ concurrency:
 """
 
 
-def _settings(args) -> Settings:
+def _settings(args, home_check: bool = True) -> Settings:
+    """Every setting checked before any work (``config.check_environment``), EHRXQA_HOME writable and with room
+    (``config.check_home``): a bad one is one line naming it, and exit status 2."""
     try:
-        return Settings.resolve(getattr(args, "home", None), getattr(args, "source_root", None),
-                                source_versions=getattr(args, "source_version", None))
+        check_environment()
+        settings = Settings.resolve(getattr(args, "home", None), getattr(args, "source_root", None),
+                                    source_versions=getattr(args, "source_version", None))
+        if settings.source_root is not None and not settings.source_root.is_dir():
+            raise ValueError(f"{SOURCE_ENV}={settings.source_root} is not a folder: point it at the folder that "
+                             "holds mimiciv/, mimic-cxr-jpg/ and chest-imagenome/ (or leave it unset for the "
+                             "synthetic source)")
+        if home_check:
+            check_home(settings.home)
     except ValueError as err:
-        raise SystemExit(f"error: {err}") from None
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return settings
+
+
+def _clean_leftovers(settings: Settings, log=print) -> None:
+    """Remove the temporary files a killed build left under EHRXQA_HOME (hidden ``.NAME.HOST-PID.*.tmp`` of a
+    dead process; ``atomic.remove_stale_temps``), before anything is written. Needs the build lock."""
+    from ehrxqa_pipeline.atomic import remove_stale_temps
+
+    removed = remove_stale_temps(settings.home, skip=("source", "dagster"))
+    if removed:
+        size = sum(b for _, b in removed)
+        log(f"removed {len(removed)} temporary file(s) ({size / 2**20:.1f} MiB) left by an interrupted build: "
+            + ", ".join(str(p.relative_to(settings.home)) for p, _ in removed[:5])
+            + (", ..." if len(removed) > 5 else ""))
 
 
 def prepare_instance(settings: Settings) -> None:
@@ -126,10 +150,22 @@ def cmd_build(args) -> int:
         except SelectionError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-    prepare_instance(settings)
-    _configure_pools()
-    ensure_source(settings)
-    summary = build(settings, select=args.select, changed=args.changed)
+    from ehrxqa_pipeline.cli.lock import BUSY_EXIT, BuildLock, BuildLocked
+
+    try:
+        lock = BuildLock(settings.home).acquire()
+    except BuildLocked as err:
+        print(f"error: {err}", file=sys.stderr)
+        return BUSY_EXIT
+    with lock:
+        if lock.previous:
+            print(f"the previous build (pid {lock.previous.get('pid')}, started {lock.previous.get('started')}) "
+                  "did not finish (killed?): cleaning up after it")
+        _clean_leftovers(settings)
+        prepare_instance(settings)
+        _configure_pools()
+        ensure_source(settings)
+        summary = build(settings, select=args.select, changed=args.changed)
     print(format_summary(summary, settings))
     return 0 if summary.success else 1
 

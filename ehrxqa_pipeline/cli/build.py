@@ -129,15 +129,19 @@ def build(settings: Settings, select: str | None = None, instance: dg.DagsterIns
         recover_interrupted(instance, log=log)
         # Observing records each source file's content hash, so later changes are detected.
         observed = runner.run(instance, sources, None)
+        stale = None  # what is out of date now, when already known
         if observed.success and changed:
             runner.run_changed(instance)
+            if runner.ok:
+                stale = runner.run_missing(instance, log)
         elif observed.success:
             runner.run_stages(instance, targets)
             if select is None and runner.ok:
                 _save_evaluation(defs, instance)
         summary = runner.summary(observed, time.perf_counter() - start)
         if observed.success:  # what is still out of date is a failure, named with its reason
-            summary.stale = out_of_date(defs, instance, None if changed or select is None else targets)
+            summary.stale = stale if stale is not None else out_of_date(
+                defs, instance, None if changed or select is None else targets)
             summary.success = summary.success and not summary.stale
     return summary
 
@@ -225,6 +229,27 @@ class _Runner:
             if not self.ok:
                 return  # later stages depend on this one
 
+    def run_missing(self, instance, log=print) -> dict[str, str] | None:
+        """After the automation rounds of ``--changed``: what is still out of date though no condition requests
+        it -- above all assets never materialized because a build was killed before it reached them (the
+        conditions react to changes, and "missing" is not one once evaluated) -- is materialized now, with
+        everything below it; then the automation is evaluated again, so its cursor knows these runs. Returns
+        what is out of date when it ran nothing (None otherwise)."""
+        from assets.freshness import out_of_date
+
+        stale = out_of_date(self.defs, instance)
+        repair = _repairable(self.graph, instance, stale)
+        if not repair:
+            return stale  # nothing ran: what is out of date is still this
+        missing = [k.to_user_string() for k in repair if "never materialized" in stale[k.to_user_string()]]
+        log(f"--changed: {len(repair)} asset(s) out of date that no change requests"
+            + (f" ({len(missing)} never materialized: {', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''};"
+               " an interrupted build?)" if missing else "") + ": materializing them")
+        self.run_stages(instance, repair)
+        if self.ok:
+            self.run_changed(instance)
+        return None
+
     def run_changed(self, instance) -> None:
         """Evaluate the automation conditions and materialize what they request until nothing is due. The
         cursor is saved after each round that succeeded, so a failed or killed round is requested again."""
@@ -243,6 +268,31 @@ class _Runner:
             save_cursor(instance, cursor)
             if not requested:
                 return
+
+
+def _repairable(graph, instance: dg.DagsterInstance, stale: dict[str, str]) -> list[dg.AssetKey]:
+    """The out-of-date assets that the automation conditions do not request after an interrupted build (never
+    materialized; or below one, or otherwise out of date), in dependency order; not those held back by a
+    blocking check of a parent that failed (that hold is deliberate) nor anything below. A parent whose blocking
+    check was never evaluated on its latest materialization (killed in between) is materialized again with it."""
+    from assets.freshness import _blocking, _Latest
+
+    latest = _Latest(instance, graph)
+    held: set[dg.AssetKey] = set()
+    out = []
+    for name, why in stale.items():  # stale is in dependency order
+        key = dg.AssetKey.from_user_string(name)
+        parents = [p for p in graph.get(key).parent_keys if p in graph.materializable_asset_keys]
+        blocking = {p: _blocking(instance, graph, latest, p) for p in parents if p not in out}
+        unevaluated = [p for p, reasons in blocking.items()
+                       if reasons and all("not evaluated" in r for r in reasons)]  # the kill came before the check
+        if ("failed" in why and "blocking check" in why) or any(p in held for p in parents) or any(
+                reasons and p not in unevaluated for p, reasons in blocking.items()):
+            held.add(key)
+        else:
+            out.extend(p for p in unevaluated if p not in out)  # again, with its checks
+            out.append(key)
+    return out
 
 
 def format_summary(s: BuildSummary, settings: Settings) -> str:

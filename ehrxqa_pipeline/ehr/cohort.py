@@ -14,7 +14,8 @@ Admission rules, first failing reason wins (``<build>._admissions``):
 
 A candidate patient (one with an image in the set) is eligible when it is in ``patients`` (else
 ``not_in_mimiciv``: MIMIC-IV withholds some MIMIC-CXR patients, about 5 % in 2.2) and keeps at least one
-admission (else ``no_eligible_admission``); both reasons name the patient in ``<build>.patients_rejected``. It can be a *current* patient when its latest kept admission (by admittime) contains
+admission (else ``no_eligible_admission``); both reasons name the patient in ``<build>.patients_rejected``.
+It can be a *current* patient when its latest kept admission (by admittime) contains
 an instant ``u`` whose time of day is the current time's (23:59:00) with u >= the admission's admittime,
 u >= the first study, u < dischtime, the first study and the admittime no more than the time frame
 (start .. current time) before u, and the patient alive after that discharge (dod null or later than

@@ -64,23 +64,30 @@ def file_entries(release_dir: Path) -> list[dict]:
     return [file_entry(Path(release_dir), p) for p in release_files(release_dir)]
 
 
-def source_digests(source_dir: Path | SourceLayout, cache: HashCache | None = None) -> dict[str, dict]:
-    """Per source asset (``sources/<name>``): its files (named ``<dataset>/<release>/<path>``) and its data version,
-    computed as ``assets/sources.py`` observes it (content hash of the files, cached by size and mtime)."""
+def source_digests(source_dir: Path | SourceLayout, cache: HashCache | None = None,
+                   recorded: Mapping[str, str | None] | None = None) -> dict[str, dict]:
+    """Per source asset (``sources/<name>``): its files (named ``<dataset>/<release>/<path>``) and its data
+    version.
+
+    ``recorded``: name -> the data version the build read (``assets/release.py`` takes it from the ingestion
+    that read the file, else from the source observation that drove the build); a name without one is hashed
+    now, as ``assets/sources.py`` observes it (content hash of the files, cached by size, mtime, ctime, inode)."""
     layout = as_layout(source_dir)
     digest = cache.digest if cache is not None else file_digest
+    recorded = recorded or {}
     out = {}
     for name in (*TABLES, SEMANTICS):
         paths = list(semantics_paths(layout)) if name == SEMANTICS else [origin(layout, name)]
-        out[name] = {"files": [layout.canonical(p) for p in paths],
-                     "data_version": combine(*(digest(p) for p in paths))}
+        version = recorded.get(name) or combine(*(digest(p) for p in paths))
+        out[name] = {"files": [layout.canonical(p) for p in paths], "data_version": version}
     return out
 
 
 def source_section(source_dir: Path | SourceLayout, digests: Mapping[str, dict]) -> dict:
-    """Releases of the three PhysioNet sources (those read, and the paper's), whether the source is the synthetic generator (its seed and
-    scale, from the generator's manifest at the root), each source asset's data version and one digest over
-    all of them. JPEG images are not part of it (the sources group observes the tables only)."""
+    """Releases of the three PhysioNet sources (those read, and the paper's), whether the source is the
+    synthetic generator (its seed and scale, from the generator's manifest at the root), each source asset's
+    data version and one digest over all of them. JPEG images are not part of it (the sources group observes
+    the tables only)."""
     layout = as_layout(source_dir)
     demo = layout.root / DEMO_MANIFEST
     synthetic = None

@@ -177,10 +177,11 @@ def find_dataset(root: Path, d: Dataset, wanted: str | None = None) -> tuple[Pat
     folder = found[version]
     later = later_content(d, folder)
     if later is not None and version == d.paper:
+        evidence = (f"patients in anchor_year_group {_MIMICIV_LATER_GROUP[0]!r}" if d is MIMICIV
+                    else _CXR_LATER_FILE[0])
         raise SourceError(
             _rel(root, folder), f"is named {d.title} {version} but holds {d.title} {later} content "
-            f"({'patients in anchor_year_group ' + repr(_MIMICIV_LATER_GROUP[0]) if d is MIMICIV else _CXR_LATER_FILE[0]},"
-            f" which {version} does not have)",
+            f"({evidence}, which {version} does not have)",
             fix=f"download {d.title} {version} to rebuild the published dataset, or rename the folder after "
                 f"its release and set {_setting(d, d.opt_in[-1])}")
     return folder, version

@@ -3,12 +3,12 @@
 ``validate_source`` checks, in order: the layout (root, dataset folders, every file of ``schema.TABLES``
 and the semantics files), gzip integrity, required columns, the type of every required value (over the
 whole file), the table's data contract (``data_contracts/ingest.<table>.yaml``: the refusal reason of every
-row, computed by the expression ingestion uses), key uniqueness, cross-source id consistency (the
-contracts' foreign keys between datasets, e.g. CXR subjects -> MIMIC-IV patients, with the build's measure
-and limit; Chest ImaGenome vs CXR metadata, gold vs silver) and the image tree. Errors block a build (a
+row, computed by the expression ingestion uses), key uniqueness, every contract foreign key (within
+MIMIC-IV and between datasets, e.g. CXR subjects -> MIMIC-IV patients) with the build's measure and limit,
+cross-source id consistency (Chest ImaGenome vs CXR metadata, gold vs silver) and the image tree. Errors block a build (a
 table whose quarantine would pass the contract's ``max_rejected_fraction`` is an error, as the build's
-quarantine check fails on it; so is a cross-source foreign key above its ``max_orphan_fraction``); warnings describe what ingestion will quarantine or what downstream steps
-will miss; notes count rows that are out of scope (a contract scope rule: real data the pipeline skips).
+quarantine check fails on it; so is a foreign key above its ``max_orphan_fraction``); warnings describe
+what ingestion will quarantine or what downstream steps will miss; notes count rows that are out of scope (a contract scope rule: real data the pipeline skips).
 
 Memory stays bounded at full scale: each table is read once as a polars stream; type failures are counted
 per batch, key columns are streamed into DuckDB (which spills its aggregate to disk past

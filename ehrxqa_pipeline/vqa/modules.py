@@ -11,7 +11,7 @@
 - ``answer_mimic_cxr_vqa``: answers MIMIC-CXR-VQA question rows (``mimic_cxr_vqa.questions`` layout) in
   batch: label-based modules through ``vqa_programs.answers`` once per template, priors through their
   ``answer_frame``, any other module (e.g. ``OpenAIVisionModule``) through its text interface.
-- ``OpenAIVisionModule``: an OpenAI-compatible chat-completions vision endpoint. PRIVACY (design.md 4): the
+- ``OpenAIVisionModule``: an OpenAI-compatible chat-completions vision endpoint. PRIVACY (README.md, Configuration): the
   JPEG (a base64 data URL) and the question go only to a host on the allow-list -- loopback by default, more
   hosts only through ``$EHRXQA_VQA_ALLOW_HOSTS`` (comma-separated) or ``allow_hosts``; other hosts are refused
   when the module is built, before any request. The HTTP client follows no redirects and ignores proxy
@@ -191,7 +191,7 @@ class OpenAIVisionModule:
             raise HostNotAllowedError(
                 f"VQA endpoint host {host or base_url!r} is not on the allow-list {sorted(allowed)}: chest X-ray "
                 "images are PhysioNet record data and may only be sent to hosts covered by the data use "
-                f"agreement (design.md section 4). Serve the model locally, or add the host to {ALLOW_HOSTS_ENV} "
+                f"agreement (README.md, Configuration). Serve the model locally, or add the host to {ALLOW_HOSTS_ENV} "
                 "(comma-separated) if it is yours to send the images to.")
         import openai
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from ehrxqa_pipeline.demo import ontology as ont
-from ehrxqa_pipeline.sources.schema import IMAGENOME, SEMANTICS_ATTRIBUTES, SEMANTICS_OBJECTS, SEMANTICS_UMLS, release_path
+from ehrxqa_pipeline.sources.schema import (IMAGENOME, SEMANTICS_ATTRIBUTES, SEMANTICS_OBJECTS, SEMANTICS_UMLS,
+                                            release_path)
 from ehrxqa_pipeline.sources.semantics import read_semantics
 
 
