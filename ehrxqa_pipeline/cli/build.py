@@ -13,6 +13,7 @@ import dagster as dg
 
 from assets.freshness import out_of_date
 from ehrxqa_pipeline.config import Settings
+from ehrxqa_pipeline.paraphrase.cache import FILE_NAME as LLM_CACHE_FILE
 
 
 @dataclass
@@ -196,7 +197,7 @@ class _Runner:
                 key = mat.asset_key.to_user_string() + (f"[{mat.partition}]" if mat.partition else "")
                 summary.materialized[key] = {
                     k: getattr(v, "value", v) for k, v in mat.metadata.items()
-                    if k in ("dagster/row_count", "rejected_rows")}
+                    if k in ("dagster/row_count", "rejected_rows", "cache_hits", "requests")}
             for ev in result.get_asset_check_evaluations():
                 summary.checks.append((ev.asset_key.to_user_string(), ev.check_name, ev.passed,
                                        ev.description or "", ev.severity.value))
@@ -308,6 +309,11 @@ def format_summary(s: BuildSummary, settings: Settings) -> str:
         lines.append(f"  FAILED step {f}")
     for key, why in s.stale.items():
         lines.append(f"  OUT OF DATE {key}: {why}")
+    llm = s.materialized.get("paraphrase/candidates", {})
+    if llm.get("cache_hits"):
+        lines.append(f"  paraphrase/candidates: {llm['cache_hits']} LLM answers reused from "
+                     f"{settings.cache_dir / LLM_CACHE_FILE} ({llm.get('requests', 0)} requests sent); "
+                     "`ehrxqa cache clear llm` asks the endpoint again")
     lines.append(f"source:    {settings.source_dir}{' (synthetic)' if settings.synthetic else ''}")
     if settings.source_versions:
         from ehrxqa_pipeline.sources.layout import DATASETS

@@ -128,3 +128,15 @@ def test_build_summary_points_at_manifest_and_datasheet(tmp_path):
     text = format_summary(BuildSummary(success=True, seconds=1.0), settings)
     assert str(settings.release_dir / "manifest.json") in text and str(settings.release_dir / "datasheet.md") in text
     assert hashlib.sha256(b"").hexdigest() == digest.sha256_bytes(b"")
+
+
+def test_build_summary_says_when_llm_answers_came_from_the_cache(tmp_path):
+    settings = Settings.resolve(str(tmp_path), env={})
+    cached = BuildSummary(success=True, seconds=1.0)
+    cached.materialized["paraphrase/candidates"] = {"dagster/row_count": 9, "cache_hits": 7, "requests": 2}
+    line = next(x for x in format_summary(cached, settings).splitlines() if "LLM answers" in x)
+    assert line == (f"  paraphrase/candidates: 7 LLM answers reused from {settings.cache_dir / 'llm_cache.duckdb'} "
+                    "(2 requests sent); `ehrxqa cache clear llm` asks the endpoint again")
+    fresh = BuildSummary(success=True, seconds=1.0)
+    fresh.materialized["paraphrase/candidates"] = {"cache_hits": 0, "requests": 9}
+    assert "LLM answers" not in format_summary(fresh, settings)
