@@ -5,7 +5,7 @@ File choice: when both ``PATH`` and ``PATH.gz`` exist, the plain file wins (the 
 the uncompressed files, and a plain file scans without decompression); the validator warns about it.
 
 Large gzip files (over ``LARGE_GZIP_BYTES`` compressed) are decompressed once into ``cache_dir`` when one
-is given, so repeated scans read a memory-mapped plain copy; the copy is keyed by path, size and mtime.
+is given, so repeated scans read a memory-mapped plain copy; the copy is keyed by path and ``hashing.stat_key``.
 
 Quotes in the tab-separated files (Chest ImaGenome): a field may begin with a quote that does not quote it
 (``"clear" lungs``), which the published reader (pandas) accepts and polars' standard reading refuses,
@@ -34,6 +34,8 @@ from pathlib import Path
 import polars as pl
 
 from . import scene_graph
+from ehrxqa_pipeline.hashing import stat_key
+
 from .errors import SourceError
 from .layout import SourceLayout, as_layout
 from .schema import TABLES, SourceFile
@@ -181,16 +183,17 @@ def verify_gzip(path: Path, root: Path | None = None, copy_to: Path | None = Non
                 raise cache_failure(exc) from None
 
 
-def _state(path: Path) -> tuple[str, int, int]:
-    st = path.stat()
-    return (str(path.resolve()), st.st_size, st.st_mtime_ns)
+def _state(path: Path) -> tuple:
+    """The file's resolved path and ``hashing.stat_key`` (size, mtime, ctime, inode, device): an in-place edit
+    that keeps size and mtime is still a new version."""
+    return (str(path.resolve()), *stat_key(path.stat()))
 
 
 def _cached_plain(root: Path, path: Path, cache_dir: Path) -> Path:
     """A verified plain copy of a gzip file in ``cache_dir`` (made once per path + size + mtime)."""
     state = _state(path)
     path_key = hashlib.sha256(state[0].encode()).hexdigest()[:16]
-    state_key = hashlib.sha256(f"{state[1]}:{state[2]}".encode()).hexdigest()[:12]
+    state_key = hashlib.sha256(":".join(map(str, state[1:])).encode()).hexdigest()[:12]
     cache_dir.mkdir(parents=True, exist_ok=True)
     target = cache_dir / f"{path_key}-{state_key}-{path.name.removesuffix('.gz')}"
     if target.is_file():

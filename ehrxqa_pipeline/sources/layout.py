@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ehrxqa_pipeline.hashing import stat_key
+
 from .errors import SourceError
 
 VERSIONS_ENV = "EHRXQA_SOURCE_VERSIONS"
@@ -97,7 +99,7 @@ _content_seen: dict[tuple[str, int, int], bool] = {}
 
 def _contains(path: Path, needle: bytes) -> bool:
     st = path.stat()
-    state = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    state = (str(path.resolve()), *stat_key(st))
     if state not in _content_seen:
         found = False
         try:

@@ -36,6 +36,8 @@ from pathlib import Path, PurePosixPath
 
 import polars as pl
 
+from ehrxqa_pipeline.hashing import stat_key
+
 from .errors import SourceError
 from .schema import IMAGENOME, TABLES, release_path
 
@@ -270,8 +272,9 @@ def tabular_from_zip(zip_path: Path, out_dir: Path, log=None) -> dict[str, Path]
 
 def scene_tabular_cached(zip_path: Path, cache_dir: Path, log=None) -> dict[str, Path]:
     """``tabular_from_zip`` made once per version of the zip: the files live in ``cache_dir`` under a folder
-    keyed by the zip's resolved path, size and mtime; a later call for the same version returns them without
-    opening the zip, and older versions' folders of the same zip are removed."""
+    keyed by the zip's resolved path and its ``hashing.stat_key`` (size, mtime, ctime, inode); a later call for
+    the same version returns them without opening the zip, and older versions' folders of the same zip are
+    removed."""
     zip_path, cache_dir = Path(zip_path), Path(cache_dir)
     try:
         st = zip_path.stat()
@@ -280,7 +283,7 @@ def scene_tabular_cached(zip_path: Path, cache_dir: Path, log=None) -> dict[str,
                           fix="check that EHRXQA_SOURCE_ROOT points at the PhysioNet root and that "
                               "silver_dataset/scene_graph.zip was downloaded") from None
     path_key = hashlib.sha256(str(zip_path.resolve()).encode()).hexdigest()[:16]
-    state_key = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
+    state_key = hashlib.sha256(":".join(map(str, stat_key(st))).encode()).hexdigest()[:12]
     target = cache_dir / f"{path_key}-{state_key}-scene_tabular"
     paths = {name: target / file for name, file in output_names().items()}
     if not all(p.is_file() for p in paths.values()):

@@ -170,3 +170,33 @@ def test_zip_bytes_are_deterministic(demo, tmp_path):
         doc = json.loads(zf.read(names[0]))
     assert set(doc) >= {"image_id", "patient_id", "study_id", "viewpoint", "StudyDateTime", "objects",
                         "attributes", "relationships"}
+
+
+
+def test_cache_sees_an_in_place_edit_that_keeps_size_and_mtime(demo, tmp_path):
+    """A zip rewritten in place with its size and mtime kept (as `cp -p` or `rsync -a` of another version can
+    leave it) is a new version: converted again, not served from the cache."""
+    import os
+    import re
+
+    def stored(edit, dst):  # members uncompressed, so an edit of the same length keeps the zip's size
+        with (zipfile.ZipFile(demo[0] / ZIP_RELEASE_PATH) as zin,
+              zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout):
+            for i, info in enumerate(zin.infolist()):
+                data = zin.read(info)
+                info.compress_type = zipfile.ZIP_STORED
+                zout.writestr(info, edit(data.decode()) if i == 0 else data)
+
+    zip_path, other = tmp_path / "scene_graph.zip", tmp_path / "other.zip"
+    stored(lambda text: text, zip_path)
+    stored(lambda text: re.sub(r'("x1": )(\d)', lambda m: m.group(1) + str((int(m.group(2)) + 1) % 10), text,
+                               count=1), other)
+    assert zip_path.stat().st_size == other.stat().st_size
+    first = scene_tabular_cached(zip_path, tmp_path / "cache")
+    boxes = first["silver_bbox"].read_text()
+    st = zip_path.stat()
+    zip_path.write_bytes(other.read_bytes())
+    os.utime(zip_path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (zip_path.stat().st_size, zip_path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    again = scene_tabular_cached(zip_path, tmp_path / "cache")
+    assert again["silver_bbox"].read_text() != boxes
