@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -252,5 +253,18 @@ def main(argv: list[str] | None = None) -> int:
     return args.func(args)
 
 
+def console() -> None:
+    """The ``ehrxqa`` script: ``main``, then exit at once. A step interrupted by SIGTERM or Ctrl-C can leave a
+    worker thread in a request that ends only with its own timeout (the LLM fan-out); the interpreter would
+    wait for it at exit, so the process exits without joining such threads once the summary is printed (the
+    next build cleans up as after a kill)."""
+    code = main()
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise SystemExit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    console()

@@ -2,8 +2,8 @@
 
 import sys
 
-from ehrxqa_pipeline.cli import main
+from ehrxqa_pipeline.cli import console
 
 if __name__ == "__main__":
     sys.argv[0] = "ehrxqa"  # usage and error lines name the command, not __main__.py
-    raise SystemExit(main())
+    console()

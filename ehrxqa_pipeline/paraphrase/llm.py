@@ -100,6 +100,10 @@ class Gate:
     def remaining(self) -> float:
         return self.end - self._clock()
 
+    def stop(self) -> None:
+        """No further attempt may start (the fan-out was interrupted): the deadline is now."""
+        self.end = self._clock()
+
     def closed(self) -> str | None:
         """Why no further attempt may start (None: it may)."""
         if self.tripped is not None:
@@ -225,7 +229,8 @@ class ChatClient:
                     gate.record(c.error)
             return c
 
-        with ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency)) as pool:
+        pool = ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency))
+        try:
             futures = {pool.submit(one, k, p): i for i, (k, p) in enumerate(items)}
             results: list[Completion | None] = [None] * len(items)
             pending = set(futures)
@@ -237,6 +242,15 @@ class ChatClient:
                         on_result(results[futures[f]])
                 if on_tick is not None:
                     on_tick()
+        except BaseException:
+            # Interrupted (SIGTERM / Ctrl-C reach the step as an exception in this thread) or failed: queued
+            # prompts are dropped and the workers start no new attempt, so the step ends at once instead of
+            # when the queue or the deadline runs out. A request in flight ends with its own timeout.
+            if gate is not None:
+                gate.stop()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         return results
 
 

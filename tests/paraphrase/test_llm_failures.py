@@ -134,3 +134,26 @@ def test_preflight_passes(models):
     with ChatServer(models=models) as server:
         found = preflight(ChatClient(_settings(server.base_url)))
     assert found.model_known is (True if isinstance(models, list) else None) and server.model_requests == 1
+
+
+def test_an_interrupted_fan_out_ends_at_once_and_starts_nothing_more():
+    """SIGTERM / Ctrl-C reach a Dagster step as an exception in the calling thread: the fan-out drops its
+    queue and starts no new attempt, so the step ends at once instead of when the queue or the deadline runs
+    out (measured before: a build sent SIGTERM during a hanging endpoint ended 285 s later, at the deadline)."""
+    from ehrxqa_pipeline.paraphrase.llm import Gate
+
+    class Interrupted(BaseException):
+        pass
+
+    def interrupt():
+        raise Interrupted
+
+    items = [(f"k{i}", f"prompt {i}") for i in range(20)]
+    with ChatServer(default=Reply(200, None, delay_s=1.5)) as server:
+        client = ChatClient(_settings(server.base_url, concurrency=2, timeout_s=5.0))
+        start = time.monotonic()
+        with pytest.raises(Interrupted):
+            client.complete(items, gate=Gate(60.0, 3), on_tick=interrupt, tick_s=0.05)
+        assert time.monotonic() - start < 1.0
+        time.sleep(2.0)  # the two requests in flight end; nothing else is asked
+        assert len(server.requests) <= 2
