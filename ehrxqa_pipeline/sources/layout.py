@@ -232,32 +232,6 @@ class SourceLayout:
                 continue
         return self.relative(path)
 
-    def releases(self) -> dict[str, dict[str, str]]:
-        """Per dataset: the release read, the paper's release and the folder (relative to the root)."""
-        return {k: {"version": self.version(k), "paper": d.paper, "folder": _rel(self.root, self.dataset_dir(k))}
-                for k, d in sorted(DATASETS.items())}
-
-    def departures(self) -> dict[str, str]:
-        """Datasets read at a release other than the paper's: {key: version}."""
-        return {k: self.version(k) for k, d in DATASETS.items() if self.version(k) != d.paper}
-
-    def check(self) -> SourceLayout:
-        """Find every dataset now; the first that cannot be used raises ``SourceError``."""
-        for key in DATASETS:
-            self._get(key)
-        return self
-
-
-def layout_problems(layout: SourceLayout) -> list[SourceError]:
-    """Every dataset's problem (for the validator's report); the usable ones are found as a side effect."""
-    problems = []
-    for key in DATASETS:
-        try:
-            layout.dataset_dir(key)
-        except SourceError as err:
-            problems.append(err)
-    return problems
-
 
 def as_layout(root: Path | SourceLayout) -> SourceLayout:
     """A layout as given, or the default one (paper releases) of a root folder."""

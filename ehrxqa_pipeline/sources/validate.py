@@ -33,7 +33,7 @@ from .errors import SourceError
 from .files import quoting
 from .readers import PARSE_ERROR, POLARS_TYPES, ROW, TYPE_DESCRIPTIONS, parse_error_expr, parse_expr, parse_failed
 from .report import Problem, ValidationReport
-from .layout import DATASETS, SourceLayout, holds_datasets, layout_problems
+from .layout import DATASETS, SourceLayout, holds_datasets
 from .schema import TABLES, SourceFile
 from .semantics import read_semantics, semantics_paths
 from .validate_ids import UNKNOWN_ID_ERROR_FRACTION, IdChecks
@@ -75,13 +75,12 @@ class _Validator(IdChecks):
                      f"point at {hint}, which has them" if hint else
                      "point at the folder that holds mimiciv/2.2, mimic-cxr-jpg/2.0.0 and chest-imagenome/1.0.0")
             return False
-        for err in layout_problems(self.root):
-            self.report.problems.append(Problem.from_error(err))
         releases = self.report.stats["releases"]
         for key, d in DATASETS.items():
             try:
                 folder, version = self.root.dataset_dir(key), self.root.version(key)
-            except SourceError:
+            except SourceError as err:  # missing, or a release not named by the settings
+                self.report.problems.append(Problem.from_error(err))
                 continue
             releases[key] = {"title": d.title, "version": version, "paper": d.paper,
                              "folder": self.root.relative(folder)}
