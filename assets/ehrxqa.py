@@ -223,7 +223,8 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
                       "question = a phrasing of the template's pool side (train / valid+test) with the record's "
                       "values; templates without a pool keep the filled template. Source: ehrxqa.questions, "
                       "paraphrase.pools.", **COMMON)
-def release_ehrxqa(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
+def release_ehrxqa(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
+                   warehouse: Warehouse) -> dg.MaterializeResult:
     frame = _questions(warehouse)
     seed = pipeline_config.settings().seed
     with warehouse.connect() as con:
@@ -235,6 +236,7 @@ def release_ehrxqa(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.
         for r in recs:
             phrased[r["para_type"]] = phrased.get(r["para_type"], 0) + 1
     out = pipeline_config.settings().release_dir / "ehrxqa"
+    context.log.info(f"writing {sum(map(len, records.values()))} records to {out}/{{{','.join(SPLITS)}}}.json")
     paths = write_release(records, out)
     return dg.MaterializeResult(metadata={
         **records_metadata([r for s in SPLITS for r in records[s]]), "path": dg.MetadataValue.path(str(out)),

@@ -30,10 +30,9 @@ def source_copy(small_source, tmp_path) -> tuple[Path, dict]:
 
 
 # The files that build the whole graph take most of the suite's time. `make test` hands whole files to two
-# xdist workers in this order (--no-loadscope-reorder), two to each at the start: the data edits (the longest)
-# and a small file to one, the other two graph builds to the other; the remaining files fill in as workers free.
-FIRST_FILES = ("tests/test_pipeline_edits.py", "tests/test_pipeline.py", "tests/test_freshness.py",
-               "tests/test_end_to_end.py")
+# xdist workers in this order (--no-loadscope-reorder): the pipeline scenarios (the longest) to one, the end to
+# end build to the other; the remaining files fill in as workers free.
+FIRST_FILES = ("tests/test_pipeline.py", "tests/test_end_to_end.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -1,6 +1,6 @@
-"""The graph-level test harness shared by tests/test_pipeline.py and tests/test_pipeline_edits.py: the code
-location plus one test asset, a full build of the small synthetic source on a temporary instance (one per test
-module), and the tick-by-tick replay of the automation conditions."""
+"""The graph-level test harness of tests/test_pipeline.py (and the graph of tests/test_definitions.py): the code
+location plus one test asset, a full build of the small synthetic source on a temporary home and instance, and
+the tick-by-tick replay of the automation conditions."""
 
 import dagster as dg
 import pytest
@@ -117,20 +117,23 @@ def _ticks(instance, cursor, graph_defs):
 
 @pytest.fixture(scope="module")
 def built(small_source, tmp_path_factory):
+    """A full build of a copy of the small source, on the instance `ehrxqa` keeps under EHRXQA_HOME/dagster
+    (so the command, run as a user runs it, can build on the same home: tests/test_pipeline.py kills one)."""
     import shutil
+
+    from ehrxqa_pipeline.cli import prepare_instance
 
     tmp = tmp_path_factory.mktemp("pipeline")
     root, manifest = small_source
     shutil.copytree(root, tmp / "source")
     mp = pytest.MonkeyPatch()
-    mp.setenv("EHRXQA_HOME", str(tmp / "home"))
-    mp.setenv("EHRXQA_SOURCE_ROOT", str(tmp / "source"))
-    mp.setenv("EHRXQA_CHECK_IMAGES", "0")  # this source has no JPEGs
-    for name, count in FEW_PARAPHRASES.items():
-        mp.setenv(name, count)
-    (tmp / "dagster").mkdir()
-    with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
-        settings = Settings.resolve()
+    for name, value in (("EHRXQA_HOME", tmp / "home"), ("EHRXQA_SOURCE_ROOT", tmp / "source"),
+                        ("EHRXQA_CHECK_IMAGES", "0"),  # this source has no JPEGs
+                        ("DAGSTER_HOME", tmp / "home" / "dagster"), ("EHRXQA_SEED", "0"), *FEW_PARAPHRASES.items()):
+        mp.setenv(name, str(value))  # prepare_instance exports some of them: restored afterwards
+    settings = Settings.resolve()
+    prepare_instance(settings)
+    with dg.DagsterInstance.get() as instance:
         summary = build(settings, instance=instance, defs=TEST_DEFS, run_config=SMALL_EHRXQA)
         yield settings, instance, tmp / "source", manifest, summary
     mp.undo()

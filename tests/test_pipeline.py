@@ -1,17 +1,42 @@
-"""The Dagster layer end to end on a small synthetic source, on a real (temporary) instance: one full build,
-all checks green, quarantine counts equal the planted ones; then, on that same instance and in this order,
-change-driven re-runs replayed tick by tick with the automation conditions: a no-change rebuild, a prompt
-version edit, a code version bump, and a failed blocking check that stops everything downstream and leaves the
-release untouched. Data edits (a source table, a gold label): tests/test_pipeline_edits.py."""
+"""The Dagster layer end to end on a small synthetic source, on a real (temporary) home and instance: one full
+build, all checks green, quarantine counts equal the planted ones; then, on that same home and in this order:
+
+- data edits: a MIMIC-IV table edited in place with its size and mtime kept, rebuilt with `ehrxqa build
+  --changed`; the edit undone, with that rebuild killed (SIGKILL) in its release step and finished by the next
+  `ehrxqa build --changed`, which leaves the release of the first, uninterrupted build byte for byte; a Chest
+  ImaGenome gold label edit replayed tick by tick with the automation conditions, whose release equals a fresh
+  build of the edited source in PhysioNet's ZIP layout;
+- code edits replayed with the automation conditions: a prompt version edit, a code version bump, and a failed
+  blocking check that stops everything downstream and leaves the release untouched.
+
+Each re-runs only what reads the edited file or code; the sensor's runs hold every check of what they
+materialize. One build serves them all (the suite's time): the later scenarios start from the home the
+earlier ones left."""
+
+import itertools
+import json
+import os
+import signal
+import string
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import dagster as dg
 
 from ehrxqa_pipeline import definitions
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.sources.readers import resolve
-from tests.pipeline_graph import (TEST_DEFS, K, built, cascade, children, descendants, observe,  # noqa: F401
-                                  release_files, requested)
-from tests.textfiles import edit
+from tests.pipeline_graph import (GRAPH, SMALL_EHRXQA, TEST_DEFS, K, built, cascade, children,  # noqa: F401
+                                  descendants, fresh_release, observe, release_files, requested)
+from tests.textfiles import edit, read_text, write_text
+
+EHRXQA = str(Path(sys.executable).with_name("ehrxqa"))
+KILL_AT = "writing"  # release/ehrxqa logs this as it starts writing the split files
+TIMEOUT = 300
+RELEASE_BEFORE_EDITS: dict[str, str] = {}  # the release of the uninterrupted full build
 
 
 def test_full_build_green(built):
@@ -32,6 +57,126 @@ def test_no_change_rebuild_runs_nothing(built):
     settings, instance, *_ = built
     summary = build(settings, instance=instance, defs=TEST_DEFS, changed=True)
     assert summary.success and summary.materialized == {}, summary.materialized
+
+
+def test_same_size_edit_rebuilds_its_downstream(built):
+    """`build --changed` after editing d_labitems in place with its size and mtime kept (as `cp -p`, `rsync -a`
+    or `tar x` of another version can leave a file): its ingestion, the two databases, and what follows them."""
+    settings, instance, root, *_ = built
+    RELEASE_BEFORE_EDITS.update(release_files(settings.release_dir))
+    path = resolve(root, "d_labitems")
+    before, original, text = path.stat(), path.read_bytes(), read_text(path)
+    for a, b in itertools.product(string.ascii_lowercase, repeat=2):  # a lab name, misspelt to keep the gzip size
+        write_text(path, text.replace("Glucose", f"Gluco{a}{b}", 1))
+        if path.stat().st_size == before.st_size:
+            break
+    assert path.stat().st_size == before.st_size and read_text(path) != text
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    summary = build(settings, instance=instance, defs=TEST_DEFS, changed=True, run_config=SMALL_EHRXQA)
+    assert summary.success, summary.failures
+    done = {k.split("[")[0] for k in summary.materialized}  # without the partition
+    assert {"ingest/d_labitems", "ehr_db/silver", "ehr_db/gold"} <= done
+    assert done <= descendants(K(["sources", "d_labitems"])), done - descendants(K(["sources", "d_labitems"]))
+    assert build(settings, instance=instance, defs=TEST_DEFS, changed=True).materialized == {}
+    # every run of that build carries its id and command line (the UI's Runs page filters by the tag)
+    from ehrxqa_pipeline.cli.instance import BUILD_TAG, COMMAND_TAG
+
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={BUILD_TAG: summary.build_id}))
+    assert len(runs) >= 4 and all(r.tags.get(COMMAND_TAG) for r in runs)
+    path.write_bytes(original)  # undone for the next scenario (a new mtime: a change again)
+
+
+def test_killed_in_the_release_step_then_changed_completes_the_release(built, tmp_path):
+    """Issue 22: `ehrxqa build --changed` (the command, in its own process group) after the undo above, killed
+    with SIGKILL as release/ehrxqa starts writing; then `ehrxqa build --changed` again: exit 0, it materializes
+    the release assets the killed build never reached, and the release equals that of the first build (same
+    source content) byte for byte, the manifest included; no temporary file is left."""
+    settings, instance, *_ = built
+    assert RELEASE_BEFORE_EDITS, "runs after test_same_size_edit_rebuilds_its_downstream (which undoes its edit)"
+    config = tmp_path / "small.yaml"
+    config.write_text(json.dumps(SMALL_EHRXQA))  # JSON is YAML
+    command = [EHRXQA, "build", "--changed", "--config", str(config)]
+    output = _kill_when(command, KILL_AT, "release__ehrxqa")
+    assert "ingest__d_labitems" in output  # the undo was seen and the killed build got going
+    leftovers = [p for p in settings.release_dir.rglob(".*") if p.is_file()]
+
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
+    out = rerun.stdout + rerun.stderr
+    assert rerun.returncode == 0, out[-3000:]
+    assert "marked failed; their pool slots are free again" in out
+    assert "release/ehrxqa" in out and "release/manifest" in out  # named in the summary's table
+    assert release_files(settings.release_dir) == RELEASE_BEFORE_EDITS
+    assert not [p for p in settings.release_dir.rglob(".*") if p.is_file()], leftovers
+    again = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
+    assert again.returncode == 0 and "0 assets materialized" in again.stdout, again.stdout[-2000:]
+
+
+def _kill_when(command: list[str], text: str, step: str) -> str:
+    """Run ``command`` in its own process group; SIGKILL the group when a line of ``step`` holds ``text``."""
+    proc = subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    seen, lines = threading.Event(), []
+
+    def read():
+        for line in proc.stdout:
+            lines.append(line)
+            if step in line and text in line and not seen.is_set():
+                os.killpg(proc.pid, signal.SIGKILL)
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + TIMEOUT
+    while proc.poll() is None and not seen.is_set() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if proc.poll() is None and not seen.is_set():
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    reader.join(timeout=10)
+    assert seen.is_set(), f"the build ended before {step} logged {text!r}:\n" + "".join(lines)[-3000:]
+    assert proc.returncode == -signal.SIGKILL
+    return "".join(lines)
+
+
+def test_gold_label_edit_rebuilds_only_gold_dependents(built, tmp_path_factory):
+    import duckdb
+
+    settings, instance, root, *_ = built
+
+    baseline = dg.evaluate_automation_conditions(defs=TEST_DEFS, instance=instance)
+    assert requested(baseline) == set()
+    # A new affirmed, last-sentence relation for one gold image and a possible pair it does not have yet.
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        row = con.execute("""
+            SELECT r.patient_id, r.study_id, r.image_id, p.object, p.attribute, p.category
+            FROM (SELECT DISTINCT patient_id, study_id, image_id FROM ingest.gold_relations) r
+            JOIN cxr_labels.gold_images g ON g.image_id = replace(r.image_id, '.dcm', '')
+            CROSS JOIN cxr_labels.pairs p
+            WHERE NOT EXISTS (SELECT 1 FROM cxr_labels.gold l WHERE l.image_id = g.image_id
+                              AND l.object = p.object AND l.attribute = p.attribute)
+            ORDER BY r.image_id, p.object, p.attribute LIMIT 1""").fetchone()
+    patient, study, image, obj, attr, category = row
+    line = "\t".join(map(str, (patient, study, image, f"{image[:-4]}|99", "99.0", obj, 1, attr, category,
+                               f"{study}|{obj}|1|{attr}")))
+    edit(resolve(root, "gold_relations"), lambda text: text.rstrip("\n") + "\n" + line + "\n")
+    observe(settings, instance)
+    ticks, changed, _ = cascade(instance, settings, baseline.cursor)
+    assert ticks[0] == {"ingest/gold_relations"}
+    rerun = set().union(*ticks)
+    gold = descendants(K(["sources", "gold_relations"]))
+    assert rerun <= gold, rerun - gold
+    assert {"cxr_labels/gold", "mimic_cxr_vqa/questions", "release/mimic_cxr_vqa"} <= changed
+    # the silver labels never re-ran: the cascade stopped where a data version did not change (the cohort
+    # table, re-materialized with the gold one by the same step, kept its content)
+    assert "cxr_labels/silver" in gold and "cxr_labels/silver" not in rerun
+    assert not changed & {"cxr_cohort/image_rules", "cxr_cohort/silver"}
+    # every check of what re-ran was evaluated on its latest materialization and passed, and the release the
+    # cascade left is byte for byte the one a fresh build makes from the edited source
+    latest = {c: instance.get_latest_asset_check_evaluation_record(c) for c in GRAPH.get_check_keys_for_assets(
+        {K.from_user_string(k) for k in rerun})}
+    assert all(r is not None and r.status.value == "SUCCEEDED" for r in latest.values()), \
+        {str(c): r and r.status for c, r in latest.items() if r is None or r.status.value != "SUCCEEDED"}
+    assert release_files(settings.release_dir, read_from_zip=True) == fresh_release(tmp_path_factory)
 
 
 def test_prompt_version_edit_reruns_only_paraphrasing_and_after(built, monkeypatch):
@@ -59,12 +204,13 @@ def test_code_version_bump_reruns_the_asset_then_its_downstream(built):
     base = _EDITED.get("defs", TEST_DEFS)
     baseline = dg.evaluate_automation_conditions(defs=base, instance=instance)
     assert requested(baseline) == set()
-    key = K(["mimic_cxr_vqa", "questions"])
+    key = K(["mimic_cxr_vqa", "statistics"])  # three levels above the manifest, and quick to re-run
     bumped = _with_code_versions(lambda k, cv: cv + "-bumped" if k == key else cv, base)
     ticks, _, _ = cascade(instance, settings, baseline.cursor, bumped)
-    assert ticks[0] == {"mimic_cxr_vqa/questions"}
-    assert ticks[1] == children({"mimic_cxr_vqa/questions"}, ticks[0])  # its data version holds its code version
-    assert set().union(*ticks) <= {"mimic_cxr_vqa/questions"} | descendants(key)
+    assert ticks[0] == {"mimic_cxr_vqa/statistics"}
+    # its data version holds its code version: its children are due next (the manifest waits for the others)
+    assert ticks[1] == children({"mimic_cxr_vqa/statistics"}, ticks[0]) - {"release/manifest"}
+    assert set().union(*ticks) == {"mimic_cxr_vqa/statistics"} | descendants(key), ticks
     _EDITED["defs"] = bumped
 
 

@@ -66,6 +66,26 @@ def test_a_missing_source_root_is_one_line(tmp_path, monkeypatch, capsys):
     assert f"EHRXQA_SOURCE_ROOT={tmp_path / 'nowhere'} is not a folder" in err
 
 
+BAD_CONFIG = [
+    ("ops:\n  ehrxqa__questions:\n    config: {train_valid_capp: 2}\n", "train_valid_capp"),
+    ("ops:\n  no_such_op:\n    config: {}\n", "no_such_op"),
+    ("ops: [\n", "while parsing"),
+    (None, "No such file or directory"),
+]
+
+
+@pytest.mark.parametrize("text,named", BAD_CONFIG, ids=["field", "op", "yaml", "missing"])
+def test_a_bad_run_config_file_is_one_line_naming_it(text, named, tmp_path, monkeypatch, capsys):
+    _clean_env(monkeypatch, tmp_path / "home")
+    path = tmp_path / "run.yaml"
+    if text is not None:
+        path.write_text(text)
+    code, err = _fails(capsys, ("build", "--config", str(path)))
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"error: --config {path}") and named in err, err
+    assert not (tmp_path / "home" / "dagster").exists()  # refused before any work
+
+
 def test_an_allowed_vision_host_passes_the_start_up_check(tmp_path):
     from ehrxqa_pipeline.config import check_environment
 

@@ -135,6 +135,36 @@ def _configure_pools() -> None:
         configure_pools(instance)
 
 
+def _run_config(path: str) -> dict:
+    """The run config of ``--config FILE`` (YAML, as in the UI's launchpad), checked against the asset job
+    before any work: a file that is missing, not YAML or not valid config is one line naming it (exit 2)."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as err:
+        print(f"error: --config {path}: {' '.join(str(err).split())}", file=sys.stderr)
+        raise SystemExit(2) from None
+    import dagster as dg
+
+    from ehrxqa_pipeline.definitions import defs
+
+    job = defs.resolve_implicit_global_asset_job_def()
+    try:
+        ops = (config or {}).get("ops") or {} if isinstance(config, dict) else {}
+        unknown = sorted(set(ops) - {node.name for node in job.graph.nodes}) if isinstance(ops, dict) else []
+        if unknown:  # the asset job's config schema lets unknown ops through
+            raise ValueError(f"no asset or check is named {', '.join(unknown)} (an op is named after its asset "
+                             "key, ehrxqa/questions -> ehrxqa__questions)")
+        dg.validate_run_config(job, config or {})
+    except (ValueError, dg.DagsterInvalidConfigError) as err:
+        problems = "; ".join(e.message for e in getattr(err, "errors", ())) or str(err)
+        print(f"error: --config {path} is not valid run config: {problems} (e.g. ops: {{ehrxqa__questions: "
+              "{config: {train_valid_cap: 8, test_cap: 2}}})", file=sys.stderr)
+        raise SystemExit(2) from None
+    return config or {}
+
+
 def cmd_build(args) -> int:
     from ehrxqa_pipeline.cli.build import build, format_summary
 
@@ -142,6 +172,7 @@ def cmd_build(args) -> int:
         print("error: --changed materializes what changed anywhere; it takes no --select", file=sys.stderr)
         return 2
     settings = _settings(args)
+    run_config = _run_config(args.config) if args.config else None
     if args.select:
         from ehrxqa_pipeline.cli.build import SelectionError, check_selection
         from ehrxqa_pipeline.definitions import defs
@@ -166,7 +197,7 @@ def cmd_build(args) -> int:
         prepare_instance(settings)
         _configure_pools()
         ensure_source(settings)
-        summary = build(settings, select=args.select, changed=args.changed)
+        summary = build(settings, select=args.select, changed=args.changed, run_config=run_config)
     print(format_summary(summary, settings))
     return 0 if summary.success else 1
 
@@ -223,6 +254,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--changed", action="store_true", help="materialize only what changed since the last "
                    "build (source files, code versions, upstream data; what the automation sensor would run), "
                    "until nothing is due; with nothing changed it runs nothing")
+    b.add_argument("--config", default=None, metavar="FILE", help="run config (YAML, as in the UI's launchpad) "
+                   "of the configurable assets, e.g. EHRXQA sampling caps or the unanswerable opt-in: "
+                   "'ops: {ehrxqa__questions: {config: {train_valid_cap: 8, unanswerable: 100}}}'")
     b.set_defaults(func=cmd_build)
 
     u = sub.add_parser("dev", help="open the Dagster UI on the persistent instance")
