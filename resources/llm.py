@@ -48,7 +48,7 @@ class LLMResource(dg.ConfigurableResource):
     api_key: str | None = None  # e.g. dg.EnvVar("MY_KEY"); unset: EHRXQA_LLM_API_KEY when a step runs
     timeout_s: float | None = None  # one request; None: EHRXQA_LLM_TIMEOUT_S, else 60
     deadline_s: float | None = None  # the whole fan-out; None: EHRXQA_LLM_DEADLINE_S, else 300
-    breaker_failures: int = 5  # consecutive templates failed with the same kind: stop asking
+    breaker_failures: int = 5  # consecutive failures of the same kind (per request or template): stop asking
     preflight_timeout_s: float = 10.0
     fallback: str | None = None  # none | offline; None: EHRXQA_LLM_FALLBACK, else none
     max_retries: int = 4

@@ -7,9 +7,11 @@ Other 4xx errors and malformed answers are not retried. Requests run in a bounde
 come back in input order. Token usage is summed for asset metadata.
 
 A ``Gate`` bounds one fan-out: an overall deadline (no attempt starts after it; each request's timeout and
-each backoff is cut to the time left) and a circuit breaker (after ``breaker_failures`` consecutive
-templates failed with the same kind, the rest are not asked: ``circuit_open``). A template not asked because
-the deadline passed is ``deadline``.
+each backoff is cut to the time left) and a circuit breaker (after ``breaker_failures`` consecutive failures
+of the same kind, the rest are not asked: ``circuit_open``). Transport failures (a timeout, a dropped
+connection, a 5xx) count per request, so a hanging or broken server trips it after a few requests instead of
+a few templates' worth of retries; other failures (a refusal, an unusable answer, a 429 the server asked us
+to wait out) count per template. A template not asked because the deadline passed is ``deadline``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class LlmSettings:
     seed: int = 0
     max_tokens: int | None = None
     deadline_s: float = 300.0  # the whole fan-out
-    breaker_failures: int = 5  # consecutive templates failed with the same kind: stop asking
+    breaker_failures: int = 5  # consecutive failures of the same kind (requests or templates, see Gate): stop asking
     preflight_timeout_s: float = 10.0
 
 
@@ -83,6 +85,7 @@ class Usage:
 
 
 NOT_ASKED = ("deadline", "circuit_open")
+PER_REQUEST = frozenset({"timeout", "connection", "server_error"})  # counted by the breaker at each failed request
 
 
 class Gate:
@@ -111,8 +114,9 @@ class Gate:
         return "deadline" if self.remaining() <= 0.01 else None
 
     def record(self, error: str | None) -> None:
-        """One template's outcome (None: success). Transport failures are recorded by the worker that saw
-        them (so the next template is not started), answers by whoever judges them."""
+        """One outcome (None: success): a failed request of a ``PER_REQUEST`` kind, else a template's. Transport
+        failures are recorded by the worker that saw them (so its next attempt is not started), answers by
+        whoever judges them."""
         if error in NOT_ASKED:
             return
         with self._lock:
@@ -185,6 +189,8 @@ class ChatClient:
                     seed=s.seed, n=1, timeout=timeout, **kwargs)
             except Exception as exc:  # noqa: BLE001 - classified, unknown ones re-raised
                 out.error, retry, after = self._classify(exc)
+                if gate is not None and out.error in PER_REQUEST:
+                    gate.record(out.error)
                 if retry and attempt < s.max_retries:
                     delay = self._delay(attempt, after)
                     self.usage.retrying()
@@ -201,8 +207,8 @@ class ChatClient:
                                                                "total_tokens")} if usage else {}
             out.text, out.error = (text, None) if isinstance(text, str) and text.strip() else (None, "malformed")
             break
-        if gate is not None and out.error is not None:
-            gate.record(out.error)
+        if gate is not None and out.error is not None and out.error not in PER_REQUEST:
+            gate.record(out.error)  # a failed request of a PER_REQUEST kind was recorded as it failed
         self.usage.add(out)
         return out
 

@@ -74,8 +74,12 @@ def test_circuit_breaker_stops_after_consecutive_failures(tmp_path, embedder, re
     with ChatServer(default=reply) as server:
         frame, report = _run(server.base_url, tmp_path / "c.duckdb", TEMPLATES, embedder, lines, concurrency=1)
     elapsed = time.monotonic() - t0
-    assert len(server.requests) == (3 if kind == "refusal" else 6)  # 3 templates asked (+1 retry each), 9 not
-    assert report.breaker == kind and report.failure_kinds() == {kind: 3, "circuit_open": 9}
+    if kind == "server_error":  # counted per request: two tries of the first template, one of the second
+        assert len(server.requests) == 3 and report.failure_kinds() == {kind: 2, "circuit_open": 10}
+    else:  # counted per template: 3 templates asked (a 429 is retried once), 9 not
+        assert len(server.requests) == (3 if kind == "refusal" else 6)
+        assert report.failure_kinds() == {kind: 3, "circuit_open": 9}
+    assert report.breaker == kind
     assert frame.height == 0 and elapsed < 5
     assert any(f"circuit breaker open after 3 consecutive {kind}" in x for x in lines)
     assert "finished" in lines[-1] and "12/12 requested templates done (0 answered, 12 failed" in lines[-1]
@@ -83,6 +87,25 @@ def test_circuit_breaker_stops_after_consecutive_failures(tmp_path, embedder, re
     with ChatServer(default=good) as fixed:  # nothing was cached as an answer: all 12 asked again
         frame, report = _run(fixed.base_url, tmp_path / "c.duckdb", TEMPLATES, embedder, concurrency=4)
     assert len(fixed.requests) == 12 and not report.errors and frame["template_id"].n_unique() == 12
+
+
+def test_hanging_server_opens_the_breaker_long_before_the_deadline(tmp_path, embedder):
+    """Timeouts count per request: 3 timed-out requests in a row (2 workers) stop the fan-out, instead of
+    retrying every template until the deadline (before: a hanging server with the default settings ran the
+    whole 300 s deadline)."""
+    hang = completion("1. x")
+    hang.delay_s = 2.0
+    lines = []
+    t0 = time.monotonic()
+    with ChatServer(default=hang) as server:
+        frame, report = _run(server.base_url, tmp_path / "c.duckdb", TEMPLATES, embedder, lines, timeout_s=0.3,
+                             deadline_s=30.0, breaker_failures=3, max_retries=4)
+    elapsed = time.monotonic() - t0
+    assert report.breaker == "timeout" and elapsed < 3, (elapsed, report.failure_kinds())
+    assert len(server.requests) <= 4 and frame.height == 0  # 3 timed out, at most one more was in flight
+    assert set(report.failure_kinds()) == {"timeout", "circuit_open"} and len(report.errors) == len(TEMPLATES)
+    assert any("circuit breaker open after 3 consecutive timeout" in x for x in lines)
+    print(f"hanging, breaker: {elapsed:.2f} s, {len(server.requests)} requests; last line: {lines[-1]}")
 
 
 def test_hanging_server_ends_within_the_deadline(tmp_path, embedder):
