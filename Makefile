@@ -21,8 +21,14 @@ install: $(STAMP)
 build: $(STAMP)  ## generate the synthetic source if no EHRXQA_SOURCE_ROOT, then materialize every asset
 	$(VENV)/bin/ehrxqa build
 
+# The suite's temporary homes (about 1 GiB of DuckDB, SQLite and Dagster event logs, written in many small
+# transactions) go to /dev/shm when it has 4 GiB free: about 40 s less on 2 cores; removed afterwards.
+TEST_TMP := $(shell df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 && $$4 > 4194304 {print "/dev/shm/ehrxqa-tests-'"$$(id -u)"'"}')
+
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q
+	status=0; $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q \
+		$(if $(TEST_TMP),--basetemp=$(TEST_TMP)) || status=$$?; \
+	$(if $(TEST_TMP),rm -rf $(TEST_TMP);) exit $$status
 
 dev: $(STAMP)  ## the Dagster UI on the instance `make build` wrote
 	$(VENV)/bin/ehrxqa dev
