@@ -12,7 +12,7 @@ imported only when ``device()`` is called.
 
 import dagster as dg
 
-from ehrxqa_pipeline.vqa.modules import ALLOW_HOSTS_ENV, LOOPBACK
+from ehrxqa_pipeline.vqa.modules import allowed_hosts
 
 DEVICE_ENV = "EHRXQA_VQA_DEVICE"
 AMP_ENV = "EHRXQA_VQA_AMP"
@@ -29,7 +29,7 @@ class VqaDevice(dg.ConfigurableResource):
     vision_base_url: str | None = None
     vision_model: str | None = None
     vision_api_key: str | None = None
-    allow_hosts: str | None = None  # comma-separated; None: EHRXQA_VQA_ALLOW_HOSTS, else loopback
+    allow_hosts: str | None = None  # comma-separated, exactly these; None: loopback plus EHRXQA_VQA_ALLOW_HOSTS
 
     def resolved(self) -> str:
         """"cpu" / "cuda" / "cuda:N" (a clear error when CUDA is asked for and absent)."""
@@ -43,8 +43,9 @@ class VqaDevice(dg.ConfigurableResource):
         return (dg.EnvVar(AMP_ENV).get_value() or "1") != "0"
 
     def hosts(self) -> tuple[str, ...]:
-        raw = self.allow_hosts or dg.EnvVar(ALLOW_HOSTS_ENV).get_value()
-        return tuple(h.strip() for h in raw.split(",") if h.strip()) if raw else LOOPBACK
+        """The allow-list (``vqa.modules.allowed_hosts``): an explicit value wins and is never widened."""
+        explicit = None if self.allow_hosts is None else self.allow_hosts.split(",")
+        return tuple(sorted(allowed_hosts(explicit)))
 
     def vision(self) -> dict | None:
         """Settings of the OpenAI-compatible vision endpoint, or None when none is configured."""

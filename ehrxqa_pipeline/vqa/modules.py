@@ -157,10 +157,13 @@ class HostNotAllowedError(PermissionError):
     """A VQA endpoint outside the allow-list: images must not be sent there."""
 
 
-def allowed_hosts(allow_hosts=LOOPBACK, env: dict | None = None) -> set[str]:
+def allowed_hosts(allow_hosts=None, env: dict | None = None) -> set[str]:
+    """The hosts images may be sent to: exactly ``allow_hosts`` when given (an explicit value is never widened
+    by the environment); else loopback plus ``$EHRXQA_VQA_ALLOW_HOSTS`` (comma-separated)."""
+    if allow_hosts is not None:
+        return {h.strip().lower() for h in allow_hosts if h.strip()}
     env = os.environ if env is None else env
-    extra = [h.strip().lower() for h in env.get(ALLOW_HOSTS_ENV, "").split(",") if h.strip()]
-    return {h.lower() for h in allow_hosts} | set(extra)
+    return set(LOOPBACK) | {h.strip().lower() for h in env.get(ALLOW_HOSTS_ENV, "").split(",") if h.strip()}
 
 
 def parse_reply(text) -> Answer:
@@ -183,7 +186,7 @@ class OpenAIVisionModule:
 
     name = "openai_vision"
 
-    def __init__(self, base_url: str, model: str, api_key: str = "unused", allow_hosts=LOOPBACK, *,
+    def __init__(self, base_url: str, model: str, api_key: str = "unused", allow_hosts=None, *,
                  timeout_s: float = 60.0, max_tokens: int = 64, concurrency: int = 4, prompt: str = PROMPT):
         host = (urlsplit(base_url).hostname or "").lower()
         allowed = allowed_hosts(allow_hosts)

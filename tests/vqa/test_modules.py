@@ -137,6 +137,23 @@ def test_remote_host_is_refused_before_any_request(monkeypatch):
     assert OpenAIVisionModule("https://vqa.example.com/v1", "m").name == "openai_vision"  # allowed; nothing sent
 
 
+def test_an_explicit_allow_list_is_never_widened_by_the_environment(monkeypatch):
+    """Issue 16 point 4 (privacy): before, VqaDevice(allow_hosts="127.0.0.1") with EHRXQA_VQA_ALLOW_HOSTS naming
+    another host allowed both, because the module added the environment's hosts to the explicit value."""
+    from resources.device import VqaDevice
+
+    monkeypatch.setenv(ALLOW_HOSTS_ENV, "api.example.com")
+    device = VqaDevice(allow_hosts="127.0.0.1", vision_base_url="https://api.example.com/v1")
+    assert device.hosts() == ("127.0.0.1",) and device.vision()["allow_hosts"] == ("127.0.0.1",)
+    with pytest.raises(HostNotAllowedError, match="api.example.com"):
+        OpenAIVisionModule(**device.vision())
+    with pytest.raises(HostNotAllowedError):
+        OpenAIVisionModule("https://api.example.com/v1", "m", allow_hosts=("127.0.0.1",))
+    # with nothing explicit, the environment adds to loopback (the documented default)
+    assert set(VqaDevice().hosts()) == {"127.0.0.1", "localhost", "::1", "api.example.com"}
+    assert OpenAIVisionModule("https://api.example.com/v1", "m").name == "openai_vision"
+
+
 def test_vision_module_answers_mimic_rows(tmp_path):
     root = tmp_path / "files"
     for row in IMAGES.iter_rows(named=True):
