@@ -3,6 +3,7 @@ EHRXQA_HOME/release (the datasets and databases themselves are written by their 
 
 import hashlib
 import json
+from collections.abc import Callable
 
 import dagster as dg
 
@@ -115,11 +116,9 @@ def read_source_versions(instance: dg.DagsterInstance) -> dict[str, str | None]:
     return out
 
 
-def _asset_code_versions() -> dict[str, str | None]:
+def _asset_code_versions(defs: dg.Definitions) -> dict[str, str | None]:
     """Code version of every asset of the code location. Read from the Definitions, not the run: a run of a
     selection (``ehrxqa build --select``) sees only its own assets, and the manifest must not depend on it."""
-    from ehrxqa_pipeline.definitions import defs  # at run time: definitions imports this module
-
     graph = defs.resolve_asset_graph()
     return {k.to_user_string(): graph.get(k).code_version for k in graph.materializable_asset_keys}
 
@@ -208,66 +207,69 @@ def release_images(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.
         "readme": dg.MetadataValue.md(path.read_text()), "path": dg.MetadataValue.path(str(path))})
 
 
-@dg.asset(key=MANIFEST_KEY, code_version="2", deps=RELEASE_INPUTS, kinds={"json"},
-          check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
-                                         description="No absolute path of this machine (EHRXQA_HOME, the source "
-                                                     "root, the repository) in the manifest or the datasheet."),
-                       dg.AssetCheckSpec("consistent", asset=MANIFEST_KEY,
-                                         description="Fails when an asset upstream of the manifest is out of date "
-                                                     "(not built from its parents' current versions with its "
-                                                     "current code, or held back by a blocking check): the "
-                                                     "release folder is then a mix of old and new outputs. The "
-                                                     "automation waits for them (UpstreamCurrent); an explicit "
-                                                     "`ehrxqa build --select` that makes one fails.")],
-          description="Grain: one JSON document listing every file under EHRXQA_HOME/release (path, bytes, "
-                      "SHA-256; DuckDB databases by content digest) with the source releases and data versions, "
-                      "the code version, seed, configuration and every asset's code version; no time, no "
-                      "absolute path, so the same inputs give the same manifest. Source: the release folder. "
-                      "File: EHRXQA_HOME/release/manifest.json.", **COMMON)
-def release_manifest(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, llm: LLMResource):
-    settings = pipeline_config.settings()
-    sources, code, config = _facts(context, settings, llm)
-    doc = manifest.build_manifest(settings.release_dir, sources=sources, code=code, seed=settings.seed,
-                                  config=config, asset_code_versions=_asset_code_versions())
-    path = manifest.write_manifest(doc, settings.release_dir)
-    text = path.read_text()
-    sheet = settings.release_dir / DATASHEET_FILE
-    leaks = sorted({str(p) for p in (settings.home, settings.source_dir, manifest.repository_root())
-                    if str(p) in text or (sheet.exists() and str(p) in sheet.read_text())})
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    files = doc["files"]
-    yield dg.MaterializeResult(data_version=dg.DataVersion(digest[:16]), metadata={
-        "path": dg.MetadataValue.path(str(path)), "manifest_sha256": digest, "dagster/row_count": len(files),
-        "bytes": sum(f.get("bytes", 0) for f in files),
-        "content_digests": dg.MetadataValue.json([f["path"] for f in files if f["digest"] == "content"]),
-        "input_data_versions": dg.MetadataValue.json(_input_versions(context)),
-        "files": dg.MetadataValue.md(markdown.table(["file", "bytes", "sha256"], [
-            [f["path"], f"{f['bytes']:,}" if "bytes" in f else f"{f['rows']:,} rows (content)", f["sha256"][:16]]
-            for f in files]))})
-    yield dg.AssetCheckResult(check_name="portable", passed=not leaks,
-                              metadata={"absolute_paths_found": dg.MetadataValue.json(leaks)})
-    stale = _stale_inputs(context)
-    yield dg.AssetCheckResult(check_name="consistent", passed=not stale,
-                              description=f"{len(stale)} upstream assets out of date",
-                              metadata={"out_of_date": dg.MetadataValue.json(stale)})
+def release_assets(definitions: Callable[[], dg.Definitions]) -> list[dg.AssetsDefinition]:
+    """The release assets. ``definitions`` returns the code location's Definitions when a step runs (the
+    manifest lists every asset's code version, and its check what is out of date upstream): passed in by
+    ``ehrxqa_pipeline.definitions``, which assembles them, so this module imports nothing of it."""
+
+    @dg.asset(key=MANIFEST_KEY, code_version="2", deps=RELEASE_INPUTS, kinds={"json"},
+              check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
+                                             description="No absolute path of this machine (EHRXQA_HOME, the source "
+                                                         "root, the repository) in the manifest or the datasheet."),
+                           dg.AssetCheckSpec("consistent", asset=MANIFEST_KEY,
+                                             description="Fails when an asset upstream of the manifest is out of date "
+                                                         "(not built from its parents' current versions with its "
+                                                         "current code, or held back by a blocking check): the "
+                                                         "release folder is then a mix of old and new outputs. The "
+                                                         "automation waits for them (UpstreamCurrent); an explicit "
+                                                         "`ehrxqa build --select` that makes one fails.")],
+              description="Grain: one JSON document listing every file under EHRXQA_HOME/release (path, bytes, "
+                          "SHA-256; DuckDB databases by content digest) with the source releases and data versions, "
+                          "the code version, seed, configuration and every asset's code version; no time, no "
+                          "absolute path, so the same inputs give the same manifest. Source: the release folder. "
+                          "File: EHRXQA_HOME/release/manifest.json.", **COMMON)
+    def release_manifest(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, llm: LLMResource):
+        settings = pipeline_config.settings()
+        sources, code, config = _facts(context, settings, llm)
+        doc = manifest.build_manifest(settings.release_dir, sources=sources, code=code, seed=settings.seed,
+                                      config=config, asset_code_versions=_asset_code_versions(definitions()))
+        path = manifest.write_manifest(doc, settings.release_dir)
+        text = path.read_text()
+        sheet = settings.release_dir / DATASHEET_FILE
+        leaks = sorted({str(p) for p in (settings.home, settings.source_dir, manifest.repository_root())
+                        if str(p) in text or (sheet.exists() and str(p) in sheet.read_text())})
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        files = doc["files"]
+        yield dg.MaterializeResult(data_version=dg.DataVersion(digest[:16]), metadata={
+            "path": dg.MetadataValue.path(str(path)), "manifest_sha256": digest, "dagster/row_count": len(files),
+            "bytes": sum(f.get("bytes", 0) for f in files),
+            "content_digests": dg.MetadataValue.json([f["path"] for f in files if f["digest"] == "content"]),
+            "input_data_versions": dg.MetadataValue.json(_input_versions(context, definitions())),
+            "files": dg.MetadataValue.md(markdown.table(["file", "bytes", "sha256"], [
+                [f["path"], f"{f['bytes']:,}" if "bytes" in f else f"{f['rows']:,} rows (content)", f["sha256"][:16]]
+                for f in files]))})
+        yield dg.AssetCheckResult(check_name="portable", passed=not leaks,
+                                  metadata={"absolute_paths_found": dg.MetadataValue.json(leaks)})
+        stale = _stale_inputs(context, definitions())
+        yield dg.AssetCheckResult(check_name="consistent", passed=not stale,
+                                  description=f"{len(stale)} upstream assets out of date",
+                                  metadata={"out_of_date": dg.MetadataValue.json(stale)})
+
+    return [release_statistics, release_plots, release_datasheet, release_images, release_manifest]
 
 
-def _input_versions(context: dg.AssetExecutionContext) -> dict[str, str | None]:
+def _input_versions(context: dg.AssetExecutionContext, defs: dg.Definitions) -> dict[str, str | None]:
     """The data version of every asset the manifest lists files of, as this materialization read them."""
     from assets.freshness import data_versions
-    from ehrxqa_pipeline.definitions import defs  # here, not at import: definitions imports this module
 
     return data_versions(defs.resolve_asset_graph(), context.instance, RELEASE_INPUTS)
 
 
-def _stale_inputs(context: dg.AssetExecutionContext) -> dict[str, str]:
+def _stale_inputs(context: dg.AssetExecutionContext, defs: dg.Definitions) -> dict[str, str]:
     """The manifest's upstream assets that are out of date on this instance (``assets.freshness``)."""
     from assets.freshness import out_of_date
-    from ehrxqa_pipeline.definitions import defs  # here, not at import: definitions imports this module
 
     graph = defs.resolve_asset_graph()
     upstream = graph.get_ancestor_asset_keys(MANIFEST_KEY)
     return out_of_date(defs, context.instance, sorted(k for k in upstream if k in graph.materializable_asset_keys))
 
-
-RELEASE_ASSETS = [release_statistics, release_plots, release_datasheet, release_images, release_manifest]

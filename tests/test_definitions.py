@@ -1,5 +1,8 @@
 """The code location loads, and the asset graph has the shape the design states."""
 
+import json
+from pathlib import Path
+
 import dagster as dg
 import pytest
 
@@ -12,7 +15,56 @@ def test_definitions_load():
     dg.Definitions.validate_loadable(defs)
 
 
+SNAPSHOT = Path(__file__).with_name("snapshots") / "asset_graph.json"
+
+
+def graph_snapshot(definitions: dg.Definitions = defs) -> dict:
+    """What users and the automation see of the code location: per asset its group, deps, partitions,
+    automation condition (by its name in assets.automation), kinds and checks (blocking or not); the observable
+    sources; the jobs, schedules and sensors. Code versions are left out (they change with every fix)."""
+    import assets.automation as automation
+
+    named = [(name, getattr(automation, name)) for name in ("OBSERVE_SOURCES", "ON_CHANGE", "RELEASE_ON_CHANGE",
+                                                           "WITH_ITS_ASSET")]
+
+    def condition(c) -> str | None:
+        if c is None:
+            return None
+        return next((name for name, v in named if v == c), f"other: {c.get_label() or type(c).__name__}")
+
+    graph = definitions.resolve_asset_graph()
+    checks: dict[str, dict] = {}
+    for key in sorted(graph.asset_check_keys, key=lambda k: (k.asset_key.to_user_string(), k.name)):
+        node = graph.get(key)
+        checks.setdefault(key.asset_key.to_user_string(), {})[key.name] = {
+            "blocking": bool(node.blocking), "automation": condition(node.automation_condition)}
+    assets = {}
+    for key in sorted(graph.materializable_asset_keys, key=lambda k: k.to_user_string()):
+        node, name = graph.get(key), key.to_user_string()
+        pdef = node.partitions_def
+        assets[name] = {
+            "group": node.group_name, "deps": sorted(p.to_user_string() for p in node.parent_keys),
+            "partitions": None if pdef is None else f"{type(pdef).__name__}: "
+                          + ",".join(pdef.get_partition_keys()),
+            "automation": condition(node.automation_condition), "kinds": sorted(node.kinds),
+            "checks": checks.get(name, {})}
+    return {"assets": assets, "observable": sorted(k.to_user_string() for k in graph.observable_asset_keys),
+            "jobs": sorted(j.name for j in definitions.jobs or ()),
+            "schedules": {s.name: s.cron_schedule for s in definitions.schedules or ()},
+            "sensors": sorted(s.name for s in definitions.sensors or ())}
+
+
 def test_graph_snapshot():
+    """The graph equals tests/snapshots/asset_graph.json; after an intended change, write it again with
+    `python -m tests.test_definitions` and review the diff."""
+    want = json.loads(SNAPSHOT.read_text())
+    got = json.loads(json.dumps(graph_snapshot()))
+    changed = sorted(k for k in set(want["assets"]) | set(got["assets"])
+                     if want["assets"].get(k) != got["assets"].get(k))
+    assert got == want, f"assets that differ from {SNAPSHOT.name}: {changed} (see the docstring)"
+
+
+def test_graph_structure():
     graph = defs.resolve_asset_graph()
     observable = {k.to_user_string() for k in graph.observable_asset_keys}
     materializable = {k.to_user_string() for k in graph.materializable_asset_keys}
@@ -25,6 +77,27 @@ def test_graph_snapshot():
         assert node.group_name in names.GROUPS, key
     ingest_patients = graph.get(dg.AssetKey(["ingest", "patients"]))
     assert ingest_patients.parent_keys == {dg.AssetKey(["sources", "patients"])}
+
+
+def test_only_the_assembly_imports_the_definitions():
+    """definitions.py assembles the code location; nothing it assembles imports it back (issue 16: the release
+    assets receive the Definitions through ``assets.release.release_assets``). The CLI and tests may."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    offenders = []
+    for folder in ("assets", "resources", "ehrxqa_pipeline"):
+        for path in sorted((root / folder).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if rel == "ehrxqa_pipeline/definitions.py" or rel.startswith("ehrxqa_pipeline/cli/"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                names_ = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                          [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom)
+                          and node.module else [])
+                if any(n.startswith("ehrxqa_pipeline.definitions") for n in names_):
+                    offenders.append(f"{rel}:{node.lineno}")
+    assert offenders == []
 
 
 def test_every_ingest_asset_has_blocking_contract_checks():
@@ -138,3 +211,9 @@ def test_sensor_runs_every_check_of_what_it_materializes():
         spec = key.asset_key in graph.get_execution_set_asset_and_check_keys(key)
         assert spec or graph.get(key).automation_condition == WITH_ITS_ASSET, key
     # on the whole graph: the cascades of tests/test_pipeline.py assert checks_left_out(...) == set() each tick
+
+
+if __name__ == "__main__":  # python -m tests.test_definitions: write the snapshot of the current graph
+    SNAPSHOT.parent.mkdir(exist_ok=True)
+    SNAPSHOT.write_text(json.dumps(graph_snapshot(), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {SNAPSHOT}")
