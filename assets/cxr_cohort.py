@@ -134,6 +134,3 @@ def cohorts(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, 
                               metadata=out["gold_checks"],
                               description=f"{failing} gold patients fail the first-study rule "
                                           "(see cxr_cohort.gold_rejected)")
-
-
-CXR_COHORT_ASSETS = [image_rules, image_downloads, image_integrity, cohorts]

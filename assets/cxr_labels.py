@@ -115,7 +115,3 @@ def same_pool(warehouse: Warehouse) -> dg.AssetCheckResult:
     with warehouse.connect() as con:
         passed, details = labels_checks.check_same_pool(con, f"{names.CXR_LABELS}.silver", f"{names.CXR_LABELS}.gold")
     return dg.AssetCheckResult(passed=bool(passed), metadata={"details": dg.MetadataValue.json(details)})
-
-
-CXR_LABEL_ASSETS = [ontology, silver_labels, gold_labels]
-CXR_LABEL_CHECKS = [same_pool]

@@ -281,7 +281,3 @@ def neuralsql_shapes(pipeline_config: PipelineConfig) -> dg.AssetCheckResult:
         description=f"{len(refused)} queries outside the published shapes; per shape: {counts}",
         metadata={"per_shape": dg.MetadataValue.json(counts), "refused": len(refused),
                   "first_refused": dg.MetadataValue.json(refused[:SHOW_MISMATCHES])})
-
-
-EHRXQA_ASSETS = [catalog, questions, statistics, release_ehrxqa]
-EHRXQA_CHECKS = [neuralsql_consistency, resolved_studies, neuralsql_shapes]

@@ -166,6 +166,3 @@ def release_mimic_cxr_vqa(pipeline_config: PipelineConfig, warehouse: Warehouse)
     yield dg.AssetCheckResult(check_name="no_leftover_or_missing_placeholder", passed=not bad,
                               description=f"{len(bad)} questions with a leftover or missing placeholder",
                               metadata={"first": dg.MetadataValue.json(bad[:20])})
-
-
-MIMIC_CXR_VQA_ASSETS = [questions, statistics, release_mimic_cxr_vqa]

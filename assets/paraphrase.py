@@ -336,6 +336,3 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
     return dg.MaterializeResult(metadata={**records_metadata(_dataset_rows(stats)),
                                           "statistics": dg.MetadataValue.md(md),
                                           "overall": dg.MetadataValue.json(stats)})
-
-
-PARAPHRASE_ASSETS = [prompts, candidates, validated, review_state, pools, statistics]

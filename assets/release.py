@@ -207,8 +207,8 @@ def release_images(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.
         "readme": dg.MetadataValue.md(path.read_text()), "path": dg.MetadataValue.path(str(path))})
 
 
-def release_assets(definitions: Callable[[], dg.Definitions]) -> list[dg.AssetsDefinition]:
-    """The release assets. ``definitions`` returns the code location's Definitions when a step runs (the
+def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefinition:
+    """The release manifest. ``definitions`` returns the code location's Definitions when the step runs (the
     manifest lists every asset's code version, and its check what is out of date upstream): passed in by
     ``ehrxqa_pipeline.definitions``, which assembles them, so this module imports nothing of it."""
 
@@ -255,7 +255,7 @@ def release_assets(definitions: Callable[[], dg.Definitions]) -> list[dg.AssetsD
                                   description=f"{len(stale)} upstream assets out of date",
                                   metadata={"out_of_date": dg.MetadataValue.json(stale)})
 
-    return [release_statistics, release_plots, release_datasheet, release_images, release_manifest]
+    return release_manifest
 
 
 def _input_versions(context: dg.AssetExecutionContext, defs: dg.Definitions) -> dict[str, str | None]:

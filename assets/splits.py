@@ -40,6 +40,3 @@ def split_images(context: dg.AssetExecutionContext, pipeline_config: PipelineCon
     yield materialized
     yield dg.AssetCheckResult(check_name="patient_disjoint", passed=leaks == 0,
                               description=f"{leaks} patients appear in more than one split")
-
-
-SPLIT_ASSETS = [split_images]

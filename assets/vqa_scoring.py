@@ -230,6 +230,3 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
             "leaderboard": dg.MetadataValue.md(md), "modules": dg.MetadataValue.json(sorted(result.scores)),
             "reference_trained": preds is not None, "reference_decision": dg.MetadataValue.json(result.decision),
             "path": dg.MetadataValue.path(str(settings.release_dir / "scores.json"))})
-
-
-VQA_SCORING_ASSETS = [reference_model, predictions, scores]

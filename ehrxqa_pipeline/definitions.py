@@ -6,19 +6,9 @@ import os
 
 import dagster as dg
 
+import assets
 from assets.automation import DEVICE_TAG, DUCKDB_TAGS, GPU_POOL
-from assets.contract_checks import CONTRACT_CHECKS
-from assets.cxr_cohort import CXR_COHORT_ASSETS
-from assets.ehr_db import EHR_DB_ASSETS
-from assets.ehrxqa import EHRXQA_ASSETS, EHRXQA_CHECKS
-from assets.cxr_labels import CXR_LABEL_ASSETS, CXR_LABEL_CHECKS
-from assets.mimic_cxr_vqa import MIMIC_CXR_VQA_ASSETS
-from assets.paraphrase import PARAPHRASE_ASSETS
-from assets.release import release_assets
-from assets.splits import SPLIT_ASSETS
-from assets.vqa_scoring import VQA_SCORING_ASSETS
-from assets.ingest import INGEST_ASSETS
-from assets.sources import observe_sources
+from assets.release import manifest_asset
 from ehrxqa_pipeline.config import EXECUTOR_ENV, SettingError
 from resources import default_resources
 
@@ -81,10 +71,10 @@ JOBS = [
 ]
 
 defs = dg.Definitions(
-    assets=[observe_sources, *INGEST_ASSETS, *CXR_COHORT_ASSETS, *CXR_LABEL_ASSETS, *SPLIT_ASSETS,
-            *MIMIC_CXR_VQA_ASSETS, *EHR_DB_ASSETS, *EHRXQA_ASSETS, *PARAPHRASE_ASSETS, *VQA_SCORING_ASSETS,
-            *release_assets(lambda: defs)],  # the manifest reads the Definitions when it runs
-    asset_checks=[*CONTRACT_CHECKS, *CXR_LABEL_CHECKS, *EHRXQA_CHECKS],
+    # every asset and check of the assets package (module attributes, or lists of them for the generated
+    # ones); the manifest, which reads these Definitions when it runs, is made here
+    assets=[*dg.load_assets_from_package_module(assets), manifest_asset(lambda: defs)],
+    asset_checks=dg.load_asset_checks_from_package_module(assets),
     jobs=JOBS,
     schedules=[weekly_rebuild],
     sensors=[automation_sensor],

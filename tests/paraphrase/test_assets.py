@@ -42,7 +42,7 @@ def _resources(home, llm=None):
 
 
 def _run(home, llm=None, instance=None):
-    return dg.materialize(para.PARAPHRASE_ASSETS, resources=_resources(home, llm), instance=instance,
+    return dg.materialize(dg.load_assets_from_modules([para]), resources=_resources(home, llm), instance=instance,
                           raise_on_error=False)
 
 
