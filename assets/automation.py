@@ -77,3 +77,18 @@ GPU_K8S_CONFIG = {
     "pod_spec_config": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
 }
 GPU_TAGS = {DEVICE_TAG: GPU_POOL, "dagster-k8s/config": GPU_K8S_CONFIG}
+
+
+# When the conditions above are evaluated: the sensor (every minute; the sources every 15), and a weekly full
+# rebuild.
+weekly_rebuild = dg.ScheduleDefinition(
+    name="weekly_rebuild", target=dg.AssetSelection.all(), cron_schedule="0 3 * * 1",
+    execution_timezone="UTC", default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Rebuild every asset from the current sources each Monday 03:00 UTC.")
+
+automation_sensor = dg.AutomationConditionSensorDefinition(
+    "ehrxqa_automation", target=dg.AssetSelection.all(include_sources=True),
+    default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=60,
+    use_user_code_server=True,  # the release assets' condition is Python (UpstreamCurrent, above)
+    description="Observes the sources every 15 minutes and re-materializes only what a change touched; the "
+                "release assets once nothing upstream of them is out of date.")

@@ -7,7 +7,7 @@ import os
 import dagster as dg
 
 import assets
-from assets.automation import DEVICE_TAG, DUCKDB_TAGS, GPU_POOL
+from assets.automation import DEVICE_TAG, DUCKDB_TAGS, GPU_POOL, automation_sensor, weekly_rebuild
 from assets.release import manifest_asset
 from ehrxqa_pipeline.config import EXECUTOR_ENV, SettingError
 from resources import default_resources
@@ -40,18 +40,6 @@ def choose_executor(kind: str | None = None) -> dg.ExecutorDefinition:
         raise SettingError(f"{EXECUTOR_ENV}={kind!r} is not valid: use 'multiprocess' (default) or 'k8s'")
     return EXECUTOR
 
-
-weekly_rebuild = dg.ScheduleDefinition(
-    name="weekly_rebuild", target=dg.AssetSelection.all(), cron_schedule="0 3 * * 1",
-    execution_timezone="UTC", default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Rebuild every asset from the current sources each Monday 03:00 UTC.")
-
-automation_sensor = dg.AutomationConditionSensorDefinition(
-    "ehrxqa_automation", target=dg.AssetSelection.all(include_sources=True),
-    default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=60,
-    use_user_code_server=True,  # the release assets' condition is Python (assets.automation.UpstreamCurrent)
-    description="Observes the sources every 15 minutes and re-materializes only what a change touched; the "
-                "release assets once nothing upstream of them is out of date.")
 
 # Named jobs for what users rebuild by hand (the UI's Jobs page, `dagster job launch -j NAME`); none holds a
 # partitioned asset, so each runs as one run. Everything at once: "Materialize all" in the UI, `ehrxqa build`
