@@ -88,16 +88,18 @@ def image_integrity(context: dg.AssetExecutionContext, pipeline_config: Pipeline
 
 
 @dg.multi_asset(
-    specs=[dg.AssetSpec(SILVER_KEY, deps=[RULES_KEY, INTEGRITY_KEY], code_version="1",
+    specs=[dg.AssetSpec(SILVER_KEY, deps=[RULES_KEY, INTEGRITY_KEY], code_version="2",
                         description="Grain: one row per selected silver image (one frontal image per study, "
                                     "StudyOrder <= 20, 36 boxes, no width outlier, no gold patient, sound "
                                     "JPEG). Refused images: cxr_cohort.silver_rejected with the first rule "
-                                    "they fail. Source: cxr_cohort.image_rules, cxr_cohort.image_integrity.",
+                                    "they fail; images remaining after each rule: cxr_cohort.funnel (cohort "
+                                    "'silver'). Source: cxr_cohort.image_rules, cxr_cohort.image_integrity.",
                         **{k: v for k, v in COMMON.items() if k not in ("pool", "op_tags")}),
            # the gold image of each gold patient is read from ingest.gold_relations itself
-           dg.AssetSpec(GOLD_KEY, deps=[RULES_KEY, INTEGRITY_KEY, ingest_key("gold_relations")], code_version="1",
+           dg.AssetSpec(GOLD_KEY, deps=[RULES_KEY, INTEGRITY_KEY, ingest_key("gold_relations")], code_version="2",
                         description="Grain: one row per gold-patient image (rules 1-3, the checked gold image "
-                                    "in place of the StudyOrder-1 pick). Refused: cxr_cohort.gold_rejected. "
+                                    "in place of the StudyOrder-1 pick). Refused: cxr_cohort.gold_rejected; "
+                                    "funnel: cxr_cohort.funnel (cohort 'gold'). "
                                     "Source: cxr_cohort.image_rules, ingest.gold_relations.",
                         **{k: v for k, v in COMMON.items() if k not in ("pool", "op_tags")})],
     pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
@@ -115,7 +117,9 @@ def cohorts(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, 
             funnel = out["funnels"][cohort]
             context.log.info(f"{cohort} cohort: {funnel[-1][1]} images; refused {out[f'{cohort}_reasons']}")
             table = f"{names.CXR_COHORT}.{cohort}"
-            results.append(table_result(context, con, table, tables=[f"{table}_rejected"], asset_key=key, metadata={
+            steps = f"(SELECT * FROM {names.CXR_COHORT}.funnel WHERE cohort = '{cohort}')"
+            results.append(table_result(context, con, table, tables=[f"{table}_rejected", steps], asset_key=key,
+                                        metadata={
                 "funnel": dg.MetadataValue.md(markdown.table(("rule", "images remaining"), funnel)),
                 "funnel_json": dg.MetadataValue.json(funnel),
                 "rejected_by_reason": dg.MetadataValue.json(out[f"{cohort}_reasons"]),

@@ -129,18 +129,15 @@ def _asset_code_versions(defs: dg.Definitions) -> dict[str, str | None]:
           description="Grain: one file pair of release statistics: paper Tables B4-B6 (copied from "
                       "mimic_cxr_vqa/statistics) and C9 (from ehrxqa/statistics), the cohort funnels, rows set "
                       "aside per table and reason (every *_rejected table), records per template and answer "
-                      "distributions of the released files. Source: the release files, cxr_cohort funnels, the "
+                      "distributions of the released files. Source: the release files, cxr_cohort.funnel, the "
                       "warehouse's *_rejected tables. Files: EHRXQA_HOME/release/statistics/tables.{md,json}.",
           **COMMON)
 def release_statistics(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
                        warehouse: Warehouse) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
     release = settings.release_dir
-    funnels = {cohort: _latest(context, key, "funnel_json") for cohort, key in
-               (("silver", SILVER_COHORT_KEY), ("gold", GOLD_COHORT_KEY))}
-    if any(f is None for f in funnels.values()):
-        raise dg.Failure("No cohort funnel on this instance: materialize cxr_cohort/silver and cxr_cohort/gold")
     with warehouse.connect() as con:
+        funnels = tables.read_funnels(con, names.CXR_COHORT)
         rejected = tables.rejected_counts(con)
     gathered = tables.gather(release, funnels, rejected)
     md = tables.render_markdown(gathered, (release / tables.VQA_DIR / "statistics.md").read_text(),

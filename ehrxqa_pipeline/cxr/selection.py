@@ -111,7 +111,8 @@ def _jpeg_reason(check_jpegs: bool, schema: str, alias: str) -> tuple[str, str]:
 
 
 def build_cohorts(con: duckdb.DuckDBPyConnection, check_jpegs: bool, schema: str = "cxr_cohort") -> dict:
-    """Create {schema}.silver / silver_rejected / gold / gold_rejected; return funnels and gold checks."""
+    """Create {schema}.silver / silver_rejected / gold / gold_rejected and {schema}.funnel (images remaining
+    after each rule, per cohort, in rule order); return the funnels, the refusals by reason and gold checks."""
     join, jpeg = _jpeg_reason(check_jpegs, schema, "r")
     con.execute(f"""
     CREATE OR REPLACE TEMP TABLE _silver AS
@@ -173,6 +174,10 @@ def build_cohorts(con: duckdb.DuckDBPyConnection, check_jpegs: bool, schema: str
                                     "AND reason <> 'not_gold_patient' GROUP BY 1 ORDER BY 1").fetchall())
     funnels = {"silver": _funnel(con, "_silver", SILVER_RULES, check_jpegs),
                "gold": _gold_funnel(con, schema)}
+    con.execute(f"CREATE OR REPLACE TABLE {schema}.funnel (cohort VARCHAR, step INTEGER, rule VARCHAR, "
+                "images BIGINT)")
+    con.executemany(f"INSERT INTO {schema}.funnel VALUES (?, ?, ?, ?)",
+                    [(cohort, i, rule, n) for cohort, steps in funnels.items() for i, (rule, n) in enumerate(steps)])
     for t in ("_silver", "_gold_check", "_gold2"):
         con.execute(f"DROP TABLE {t}")
     return {"funnels": funnels, "gold_checks": checks, "silver_reasons": silver_reasons,

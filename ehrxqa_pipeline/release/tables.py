@@ -100,6 +100,15 @@ def section(markdown: str, first: str, stop: str | None = None) -> str:
     return markdown[start:end].strip()
 
 
+def read_funnels(con, schema: str = "cxr_cohort") -> dict[str, list[tuple[str, int]]]:
+    """Cohort -> [(rule, images remaining)] in rule order, from the table the cohort step writes."""
+    out: dict[str, list[tuple[str, int]]] = {}
+    for cohort, rule, n in con.execute(f"SELECT cohort, rule, images FROM {schema}.funnel "
+                                       "ORDER BY cohort = 'gold', step").fetchall():
+        out.setdefault(cohort, []).append((rule, int(n)))
+    return out
+
+
 def gather(release_dir: Path, funnels: Mapping[str, Sequence], rejected: Sequence[Mapping]) -> dict:
     """Everything release/statistics/tables.json holds (see the module docstring). ``funnels``: cohort ->
     [(rule, images remaining)], kept in the given order (silver, then gold)."""
