@@ -89,18 +89,25 @@ def test_circuit_breaker_stops_after_consecutive_failures(tmp_path, embedder, re
     assert len(fixed.requests) == 12 and not report.errors and frame["template_id"].n_unique() == 12
 
 
-def test_hanging_server_opens_the_breaker_long_before_the_deadline(tmp_path, embedder):
-    """Timeouts count per request: 3 timed-out requests in a row (2 workers) stop the fan-out, instead of
-    retrying every template until the deadline (before: a hanging server with the default settings ran the
-    whole 300 s deadline)."""
+def _against_a_hanging_server(tmp_path, embedder, **settings):
+    """Every template asked of a server that answers after 2 s (its longest), with a 0.3 s request timeout:
+    (frame, report, server, progress lines, seconds)."""
     hang = completion("1. x")
     hang.delay_s = 2.0
     lines = []
     t0 = time.monotonic()
     with ChatServer(default=hang) as server:
         frame, report = _run(server.base_url, tmp_path / "c.duckdb", TEMPLATES, embedder, lines, timeout_s=0.3,
-                             deadline_s=30.0, breaker_failures=3, max_retries=4)
-    elapsed = time.monotonic() - t0
+                             **settings)
+    return frame, report, server, lines, time.monotonic() - t0
+
+
+def test_hanging_server_opens_the_breaker_long_before_the_deadline(tmp_path, embedder):
+    """Timeouts count per request: 3 timed-out requests in a row (2 workers) stop the fan-out, instead of
+    retrying every template until the deadline (before: a hanging server with the default settings ran the
+    whole 300 s deadline)."""
+    frame, report, server, lines, elapsed = _against_a_hanging_server(
+        tmp_path, embedder, deadline_s=30.0, breaker_failures=3, max_retries=4)
     assert report.breaker == "timeout" and elapsed < 3, (elapsed, report.failure_kinds())
     assert len(server.requests) <= 4 and frame.height == 0  # 3 timed out, at most one more was in flight
     assert set(report.failure_kinds()) == {"timeout", "circuit_open"} and len(report.errors) == len(TEMPLATES)
@@ -109,14 +116,8 @@ def test_hanging_server_opens_the_breaker_long_before_the_deadline(tmp_path, emb
 
 
 def test_hanging_server_ends_within_the_deadline(tmp_path, embedder):
-    hang = completion("1. x")
-    hang.delay_s = 2.0  # the server's longest; the client gives up first
-    lines = []
-    t0 = time.monotonic()
-    with ChatServer(default=hang) as server:
-        frame, report = _run(server.base_url, tmp_path / "c.duckdb", TEMPLATES, embedder, lines, timeout_s=0.3,
-                             deadline_s=1.0, breaker_failures=100, concurrency=2)
-    elapsed = time.monotonic() - t0
+    frame, report, server, lines, elapsed = _against_a_hanging_server(
+        tmp_path, embedder, deadline_s=1.0, breaker_failures=100, concurrency=2)
     assert elapsed < 1.8, elapsed  # deadline 1 s, plus the last request cut to the time left
     assert frame.height == 0 and set(report.failure_kinds()) <= {"timeout", "deadline"}
     assert report.failure_kinds().get("deadline", 0) > 0 and len(report.errors) == len(TEMPLATES)
