@@ -12,6 +12,7 @@ from ehrxqa_pipeline.cxr.integrity import JPEG_FAILURES, candidates_sql, check_i
 from ehrxqa_pipeline.release.digest import sha256_file
 from ehrxqa_pipeline.sources.images import images_dir
 from ehrxqa_pipeline.sources.schema import MIMIC_CXR
+from ehrxqa_pipeline.warehouse import replace_partition, transaction
 from resources import PipelineConfig, Warehouse
 
 IMAGE_PARTITIONS = dg.StaticPartitionsDefinition([f"p{n}" for n in range(10, 20)])
@@ -71,14 +72,9 @@ def image_integrity(context: dg.AssetExecutionContext, pipeline_config: Pipeline
         result = images.head(0).select("dicom_id", "relpath")
         context.log.warning("EHRXQA_CHECK_IMAGES=0: JPEGs not checked")
     with warehouse.connect() as con:
-        con.execute("""CREATE TABLE IF NOT EXISTS cxr_cohort.image_integrity (dicom_id VARCHAR, "partition" VARCHAR,
-                       relpath VARCHAR, status VARCHAR, detail VARCHAR)""")
-        con.execute("BEGIN TRANSACTION")
-        con.execute('DELETE FROM cxr_cohort.image_integrity WHERE "partition" = ?', [part])
-        if settings.check_images and result.height:
-            con.register("_integrity", result)
-            con.execute("INSERT INTO cxr_cohort.image_integrity SELECT * FROM _integrity")
-        con.execute("COMMIT")
+        with transaction(con):  # a metadata-only source writes no rows
+            replace_partition(con, f"{names.CXR_COHORT}.image_integrity", 'dicom_id VARCHAR, "partition" VARCHAR, '
+                              "relpath VARCHAR, status VARCHAR, detail VARCHAR", part, result)
         counts = result.group_by("status").len().sort("status").rows() if settings.check_images else []
         context.log.info(f"{part}: {images.height} candidate images, {result.height} checked {dict(counts)}")
         rows = (f'(SELECT * EXCLUDE ("partition") FROM {names.CXR_COHORT}.image_integrity '

@@ -13,6 +13,7 @@ from ehrxqa_pipeline.cxr.ontology import build_ontology
 from ehrxqa_pipeline.sources.errors import SourceError
 from ehrxqa_pipeline.hashing import FileChangedError
 from ehrxqa_pipeline.sources.semantics import read_semantics, semantics_paths
+from ehrxqa_pipeline.warehouse import replace_tables
 from resources import PipelineConfig, Warehouse
 
 ONTOLOGY_KEY = dg.AssetKey([names.CXR_LABELS, "ontology"])
@@ -54,13 +55,7 @@ def ontology(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
     provenance = {} if read is None else {SOURCE_VERSION_FIELD: read[0], SOURCE_FILE_FIELD: dg.MetadataValue.json(
         [layout.canonical(p) for p in paths])}
     with warehouse.connect() as con:
-        con.execute(f"CREATE SCHEMA IF NOT EXISTS {names.CXR_LABELS}")
-        con.execute("BEGIN TRANSACTION")
-        for table, frame in (("pairs", onto.pairs), ("pairs_all", onto.all_pairs)):
-            con.register("_frame", frame)
-            con.execute(f"CREATE OR REPLACE TABLE {names.CXR_LABELS}.{table} AS SELECT * FROM _frame")
-            con.unregister("_frame")
-        con.execute("COMMIT")
+        replace_tables(con, names.CXR_LABELS, {"pairs": onto.pairs, "pairs_all": onto.all_pairs})
         return table_result(context, con, f"{names.CXR_LABELS}.pairs", tables=[f"{names.CXR_LABELS}.pairs_all"],
                             metadata={"objects": len(onto.objects), "attributes": len(onto.attributes),
                                       "possible_pairs": onto.n_pairs, "paper_possible_pairs": PAPER_PAIRS,

@@ -23,6 +23,7 @@ from ehrxqa_pipeline.questions.ehrxqa.resolved import check_resolved
 from ehrxqa_pipeline.questions.ehrxqa.sampling import DATABASES, SPLITS, DatabaseFiles, SamplingCaps, sample_ehrxqa
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
 from ehrxqa_pipeline.questions.neuralsql.shapes import shape_counts
+from ehrxqa_pipeline.warehouse import replace_tables
 from resources import PipelineConfig, Warehouse
 
 CATALOG_KEY = dg.AssetKey([names.EHRXQA, "catalog"])
@@ -85,13 +86,7 @@ def _workers(requested: int, items: int) -> int:
 
 def _write_tables(warehouse: Warehouse, tables: dict[str, pl.DataFrame]) -> None:
     with warehouse.connect() as con:
-        con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-        con.execute("BEGIN")
-        for name, frame in tables.items():
-            con.register("_frame", frame)
-            con.execute(f"CREATE OR REPLACE TABLE {SCHEMA}.{name} AS SELECT * FROM _frame")
-            con.unregister("_frame")
-        con.execute("COMMIT")
+        replace_tables(con, SCHEMA, tables)
 
 
 def _stored(warehouse: Warehouse, table: str) -> dict:

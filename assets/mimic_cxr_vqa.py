@@ -15,6 +15,7 @@ from ehrxqa_pipeline.questions import vqa_stats
 from ehrxqa_pipeline.questions.vqa_programs import answer_vocabulary
 from ehrxqa_pipeline.questions.vqa_records import build_records, record_frame, write_split_json
 from ehrxqa_pipeline.questions.vqa_sampling import sample_vqa
+from ehrxqa_pipeline.warehouse import replace_tables
 from resources import PipelineConfig, Warehouse
 
 QUESTIONS_KEY = dg.AssetKey([names.MIMIC_CXR_VQA, "questions"])
@@ -70,13 +71,9 @@ def questions(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig
     q = sample.questions.with_row_index("q").with_columns(
         split_order=pl.col("split").replace_strict({s: i for i, s in enumerate(SPLIT_NAMES)}, return_dtype=pl.Int8))
     with warehouse.connect() as con:
-        con.execute(f"CREATE SCHEMA IF NOT EXISTS {names.MIMIC_CXR_VQA}")
-        entropy_frame = pl.DataFrame(entropy, schema=ENTROPY_SCHEMA)
-        for table, frame in (("questions", q), ("answer_entropy", entropy_frame),
-                             ("vocabulary", pl.DataFrame({"answer": vocabulary}))):
-            con.register("_frame", frame)
-            con.execute(f"CREATE OR REPLACE TABLE {names.MIMIC_CXR_VQA}.{table} AS SELECT * FROM _frame")
-            con.unregister("_frame")
+        replace_tables(con, names.MIMIC_CXR_VQA, {  # in one transaction
+            "questions": q, "answer_entropy": pl.DataFrame(entropy, schema=ENTROPY_SCHEMA),
+            "vocabulary": pl.DataFrame({"answer": vocabulary})})
         schema = names.MIMIC_CXR_VQA
         materialized = table_result(context, con, f"{schema}.questions",
                                     tables=[f"{schema}.answer_entropy", f"{schema}.vocabulary"])

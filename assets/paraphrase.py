@@ -16,6 +16,7 @@ from ehrxqa_pipeline.paraphrase.pools import build_pools, pool_problems, pool_si
 from ehrxqa_pipeline.paraphrase.privacy import PrivacyGuard, ValueSet
 from ehrxqa_pipeline.paraphrase.prompts import PAPER_COUNTS, PROMPT_VERSION, scaffold_texts
 from ehrxqa_pipeline.paraphrase.templates import all_templates
+from ehrxqa_pipeline.warehouse import replace_tables
 from resources import LLMResource, PipelineConfig, Warehouse
 
 G = names.PARAPHRASE
@@ -29,13 +30,6 @@ STATS_KEY = dg.AssetKey([G, "statistics"])
 VALUE_COLUMNS = {"patients": ("subject_id",), "admissions": ("hadm_id",), "icustays": ("stay_id",),
                  "cxr_metadata": ("dicom_id", "study_id"), "prescriptions": ("drug",)}
 COMMON = dict(group_name=G, automation_condition=ON_CHANGE, owners=["team:ehrxqa"], kinds={"duckdb"})
-
-
-def _write(con, table: str, frame: pl.DataFrame) -> None:
-    con.execute(f"CREATE SCHEMA IF NOT EXISTS {G}")
-    con.register("_frame", frame)
-    con.execute(f"CREATE OR REPLACE TABLE {G}.{table} AS SELECT * FROM _frame")
-    con.unregister("_frame")
 
 
 def _read(con, table: str) -> pl.DataFrame:
@@ -104,7 +98,7 @@ def prompts(llm: LLMResource, warehouse: Warehouse):
                           "text": [t.text for t in templates], "count": [counts[t.dataset] for t in templates],
                           "prompt_version": PROMPT_VERSION, "prompt": [texts[t.template_id] for t in templates]})
     with warehouse.connect() as con:
-        _write(con, "prompts", frame)
+        replace_tables(con, G, {"prompts": frame})
         stored = table_metadata(con, f"{G}.prompts")
         values, read = record_values(con)
     leaks = PrivacyGuard(values, exempt=scaffold_texts()).scan_all(texts)
@@ -191,7 +185,7 @@ def candidates(context: dg.AssetExecutionContext, pipeline_config: PipelineConfi
                      f"{report.cache_hits} answers from the cache, {len(report.errors)} templates without a "
                      f"usable LLM answer")
     with warehouse.connect() as con:
-        _write(con, "candidates", frame)
+        replace_tables(con, G, {"candidates": frame})
         stored = table_metadata(con, f"{G}.candidates")
     meta = report.as_metadata()
     meta["candidates"] = frame.height
@@ -237,10 +231,7 @@ def validated(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig
     valid, rejected = out.filter(pl.col("valid")).drop("valid"), out.filter(~pl.col("valid")).drop("valid")
     context.log.info(f"{valid.height} valid, {rejected.height} refused; {embedder.computed} embeddings computed")
     with warehouse.connect() as con:
-        con.execute("BEGIN TRANSACTION")
-        _write(con, "validated", valid)
-        _write(con, names.rejected("validated"), rejected)
-        con.execute("COMMIT")
+        replace_tables(con, G, {"validated": valid, names.rejected("validated"): rejected})
         stored = table_metadata(con, f"{G}.validated")
     reasons = dict(rejected.group_by("reason").len().iter_rows())
     return dg.MaterializeResult(data_version=_version(valid), metadata={
@@ -265,7 +256,7 @@ def review_state(pipeline_config: PipelineConfig, warehouse: Warehouse):
         valid = _read(con, "validated")
         cands = _read(con, "candidates")
         state = review.review_state(valid, reviews)
-        _write(con, "review", state)
+        replace_tables(con, G, {"review": state})
         stored = table_metadata(con, f"{G}.review")
     queue = pipeline_config.settings().home / "paraphrase" / "review_queue.csv"
     atomic.write_text(queue, review.queue_csv(state))
@@ -296,7 +287,7 @@ def pools(warehouse: Warehouse):
     with warehouse.connect() as con:
         state = _read(con, "review")
         frame = build_pools(templates, state, require_review())
-        _write(con, "pools", frame)
+        replace_tables(con, G, {"pools": frame})
         stored = table_metadata(con, f"{G}.pools")
     problems = pool_problems(templates, frame)
     sizes = pool_sizes(templates, frame)

@@ -23,6 +23,7 @@ from ehrxqa_pipeline.atomic import write_bytes, write_text
 from ehrxqa_pipeline.release.plots import markdown_image
 from ehrxqa_pipeline.sources.images import images_dir
 from ehrxqa_pipeline.vqa.predictions import IMAGES_SCHEMA, RELATIONS_SCHEMA, Predictions
+from ehrxqa_pipeline.warehouse import replace_partition, replace_tables, transaction
 from resources import PipelineConfig, VqaDevice, Warehouse
 
 MODEL_KEY = dg.AssetKey([names.VQA_SCORING, "reference_model"])
@@ -146,18 +147,13 @@ def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConf
         context.log.warning(f"{part}: no reference model ({path}); nothing predicted")
     with warehouse.connect() as con:
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-        for table, frame, schema in (("predicted_relations", preds.relations, RELATIONS_SCHEMA),
-                                     ("predicted_images", preds.images, IMAGES_SCHEMA)):
-            cols = ", ".join(f'"{c}" {"DOUBLE" if t == pl.Float64 else "FLOAT" if t == pl.Float32 else "VARCHAR"}'
-                             for c, t in schema.items())
-            con.execute(f'CREATE TABLE IF NOT EXISTS {SCHEMA}.{table} ("partition" VARCHAR, {cols})')
-            con.execute("BEGIN TRANSACTION")
-            con.execute(f'DELETE FROM {SCHEMA}.{table} WHERE "partition" = ?', [part])
-            if frame.height:
-                con.register("_frame", frame.with_columns(partition=pl.lit(part)).select("partition", *schema))
-                con.execute(f"INSERT INTO {SCHEMA}.{table} SELECT * FROM _frame")
-                con.unregister("_frame")
-            con.execute("COMMIT")
+        with transaction(con):  # both tables' rows of this partition at once
+            for table, frame, schema in (("predicted_relations", preds.relations, RELATIONS_SCHEMA),
+                                         ("predicted_images", preds.images, IMAGES_SCHEMA)):
+                cols = ", ".join(f'"{c}" {"DOUBLE" if t == pl.Float64 else "FLOAT" if t == pl.Float32 else "VARCHAR"}'
+                                 for c, t in schema.items())
+                replace_partition(con, f"{SCHEMA}.{table}", f'"partition" VARCHAR, {cols}', part,
+                                  frame.select(*schema))
         shard = f"""(SELECT * FROM {SCHEMA}.predicted_relations WHERE "partition" = '{part}')"""
         return dg.MaterializeResult(metadata={
             **table_metadata(con, shard), "images": preds.images.height,
@@ -222,10 +218,7 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
                          for m, metrics in json.loads(text).items() for k, v in metrics.items()],
                         schema={"module": pl.String, "metric": pl.String, "value": pl.Float64})
     with warehouse.connect() as con:
-        con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-        con.register("_frame", rows)
-        con.execute(f"CREATE OR REPLACE TABLE {SCHEMA}.scores AS SELECT * FROM _frame")
-        con.unregister("_frame")
+        replace_tables(con, SCHEMA, {"scores": rows})
         return table_result(context, con, f"{SCHEMA}.scores", metadata={
             "leaderboard": dg.MetadataValue.md(md), "modules": dg.MetadataValue.json(sorted(result.scores)),
             "reference_trained": preds is not None, "reference_decision": dg.MetadataValue.json(result.decision),

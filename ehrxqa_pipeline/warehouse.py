@@ -1,0 +1,59 @@
+"""Polars frames into the DuckDB warehouse, the one way every step writes: whole tables, or the rows of one
+partition, inside ``transaction`` so that a failed or killed step leaves the previous tables as they were."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+import duckdb
+import polars as pl
+
+_FRAME = "_warehouse_frame"
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """BEGIN ... COMMIT; ROLLBACK when the block raises (the exception goes on)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:  # the connection itself failed: nothing was committed
+            pass
+        raise
+    con.execute("COMMIT")
+
+
+def replace_table(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:
+    """``table`` (schema.name) becomes ``frame``: columns and types from the frame, rows in its order."""
+    con.register(_FRAME, frame)
+    try:
+        con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {_FRAME}")
+    finally:
+        con.unregister(_FRAME)
+
+
+def replace_tables(con: duckdb.DuckDBPyConnection, schema: str, frames: Mapping[str, pl.DataFrame]) -> None:
+    """``schema.name`` becomes ``frame`` for every (name, frame), all in one transaction."""
+    con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    with transaction(con):
+        for name, frame in frames.items():
+            replace_table(con, f"{schema}.{name}", frame)
+
+
+def replace_partition(con: duckdb.DuckDBPyConnection, table: str, columns: str, partition: str,
+                      frame: pl.DataFrame) -> None:
+    """The rows of ``partition`` in ``table`` become ``frame``'s (matched by column name, the "partition"
+    column set). ``columns``: the table's column DDL, "partition" among them, used when it does not exist yet.
+    Call it inside ``transaction`` to replace several tables' rows of one partition at once."""
+    con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+    con.execute(f'DELETE FROM {table} WHERE "partition" = ?', [partition])
+    if frame.height:
+        con.register(_FRAME, frame.with_columns(partition=pl.lit(partition)))
+        try:
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {_FRAME}")
+        finally:
+            con.unregister(_FRAME)
