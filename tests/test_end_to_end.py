@@ -25,6 +25,8 @@ from tests.ehrxqa.test_stats import C9_ROW
 from tests.build_settings import FEW_PARAPHRASES
 from tests.questions import expected_answer
 
+pytestmark = pytest.mark.slow  # whole-graph builds: not in `make test-fast`
+
 # Small EHRXQA caps: the whole catalog is sampled and checked, just fewer questions per template.
 EHRXQA_CAPS = dict(train_valid_cap=4, test_cap=2, patience=20, workers=1)
 SLOTS = {"object": ("object_1", "object_2"), "attribute": ("attribute_1", "attribute_2"),

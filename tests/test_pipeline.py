@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from ehrxqa_pipeline import definitions
 from ehrxqa_pipeline.cli.build import build
@@ -32,6 +33,8 @@ from ehrxqa_pipeline.sources.readers import resolve
 from tests.pipeline_graph import (GRAPH, SMALL_EHRXQA, TEST_DEFS, K, built, cascade, children,  # noqa: F401
                                   descendants, fresh_release, observe, release_files, requested)
 from tests.textfiles import edit, read_text, write_text
+
+pytestmark = pytest.mark.slow  # whole-graph builds: not in `make test-fast`
 
 EHRXQA = str(Path(sys.executable).with_name("ehrxqa"))
 KILL_AT = "writing"  # release/ehrxqa logs this as it starts writing the split files

@@ -13,6 +13,8 @@ from ehrxqa_pipeline.sources.readers import resolve
 from ehrxqa_pipeline.sources.validate import validate_source
 from tests.textfiles import edit, read_text
 
+pytestmark = pytest.mark.slow  # Dagster runs of ingestion: not in `make test-fast`
+
 SCOPE = "out_of_scope:builder_category"
 
 

@@ -13,6 +13,8 @@ from ehrxqa_pipeline.ingest import ingest_table
 from ehrxqa_pipeline.quality import check_foreign_keys, check_gx, check_quarantine, check_types_and_keys
 from ehrxqa_pipeline.sources.validate import validate_source
 
+pytestmark = pytest.mark.slow  # generates and ingests a source three times: not in `make test-fast`
+
 SHARES = (0.0, 0.05, 0.6)
 # 100 CXR patients, 12 of them gold: 5 % withholds 4 silver + 1 gold patient, 60 % 53 + 7
 SOURCE = dict(seed=11, patients=100, images=False, log=lambda _: None)

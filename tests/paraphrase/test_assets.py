@@ -15,6 +15,8 @@ from ehrxqa_pipeline.paraphrase.templates import all_templates
 from resources import LLMResource, PipelineConfig, Warehouse
 from tests.paraphrase.server import ChatServer, completion, question_of
 
+pytestmark = pytest.mark.slow  # Dagster runs of the paraphrase group: not in `make test-fast`
+
 PICK = ("mimic_cxr_vqa/base_1", "mimic_cxr_vqa/base_9", "mimic_cxr_vqa/base_11", "ehrxqa/1000", "ehrxqa/3000",
         "ehrxqa/4100")
 PATIENT = 10000032

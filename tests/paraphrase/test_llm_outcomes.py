@@ -19,6 +19,8 @@ from resources import LLMResource
 from tests.paraphrase.server import ChatServer, Reply, completion, question_of
 from tests.paraphrase.test_assets import PICK, _run, _table, home  # noqa: F401 - fixture
 
+pytestmark = pytest.mark.slow  # Dagster runs of the paraphrase group against a local server: not in `make test-fast`
+
 KEY = "sk-secret-issue-22"
 
 

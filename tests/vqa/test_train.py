@@ -16,6 +16,8 @@ from ehrxqa_pipeline.vqa.reference_report import labelled_relations, reference_r
 from ehrxqa_pipeline.vqa.train import TrainConfig, data_version, load_model, plot_curves, save_model, train_reference
 from tests.vqa.conftest import tiny_config
 
+pytestmark = pytest.mark.slow  # trains the reference model: not in `make test-fast`
+
 
 def _holdout_scores(con, wh, result) -> tuple[float, float, int]:
     preds = predict(result, con, wh.files_root, image_ids=wh.holdout(con))
