@@ -132,7 +132,8 @@ def catalog(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Materia
                       "NeuralSQL, answer, record fields). Per template up to 80 distinct questions from the silver "
                       "database split 7:1 into train/valid and up to 10 from the gold database for test (run config "
                       "changes the caps); a draw is kept only if its gold SQL over TB_CXR_PLUS gives a valid answer. "
-                      "Per-template outcome (draws, kept, why fewer): ehrxqa.sampling_report. Source: "
+                      "Per-template outcome (draws, kept, why fewer): ehrxqa.sampling_report; the caps it ran "
+                      "with: ehrxqa.sampling_config. Source: "
                       "ehr_db/silver, ehr_db/gold (the exported SQLite files and answer sheets), ehrxqa/catalog.",
           **COMMON)
 def questions(context: dg.AssetExecutionContext, config: EhrxqaSamplingConfig, pipeline_config: PipelineConfig,
@@ -147,13 +148,15 @@ def questions(context: dg.AssetExecutionContext, config: EhrxqaSamplingConfig, p
                            progress=context.log.info)
     frame = stored_frame(sample)
     reports = pl.DataFrame([r.row() for r in sample.reports], schema=REPORT_SCHEMA)
-    _write_tables(warehouse, {"questions": frame, "sampling_report": reports})
+    settings_used = pl.DataFrame({"setting": list(asdict(caps)), "value": list(asdict(caps).values())},
+                                 schema={"setting": pl.String, "value": pl.Int64})
+    _write_tables(warehouse, {"questions": frame, "sampling_report": reports, "sampling_config": settings_used})
     none = [f"{i} {db}: {why}" for i, db, why in
             reports.filter(pl.col("kept") == 0).select("template_index", "database", "reason").iter_rows()]
     per_split = {s: frame.filter(pl.col("split") == s).height for s in SPLITS}
     per_scope = {f"{scope}/{split}": n for scope, split, n in
                  frame.group_by("scope", "split").len().sort("scope", "split").iter_rows()}
-    content = frame.write_csv() + reports.write_csv()
+    content = frame.write_csv() + reports.write_csv() + settings_used.write_csv()
     return dg.MaterializeResult(data_version=dg.DataVersion(_digest(content)), metadata={
         **_stored(warehouse, "questions"), "questions_per_split": dg.MetadataValue.json(per_split),
         "questions_per_scope_split": dg.MetadataValue.json(per_scope),

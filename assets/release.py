@@ -60,7 +60,17 @@ def _tables(settings) -> dict:
     return json.loads(path.read_text())
 
 
-def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource) -> tuple[dict, dict, dict]:
+def _sampling_config(warehouse: Warehouse) -> dict | None:
+    """The caps ehrxqa/questions ran with (its table ehrxqa.sampling_config); None before it ran."""
+    with warehouse.connect() as con:
+        if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = "
+                           "'sampling_config'", [names.EHRXQA]).fetchone()[0]:
+            return None
+        return dict(con.execute(f"SELECT setting, value FROM {names.EHRXQA}.sampling_config").fetchall())
+
+
+def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource,
+           warehouse: Warehouse) -> tuple[dict, dict, dict]:
     """(sources, code, config) as the datasheet and the manifest state them: nothing machine-specific."""
     cache = HashCache(settings.cache_dir / HASH_CACHE)
     layout = settings.layout()
@@ -69,7 +79,7 @@ def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource) -> tup
     review_file = review.default_path()
     config = {
         "check_images": settings.check_images,
-        "ehrxqa_sampling": _latest(context, ehrxqa.QUESTIONS_KEY, "caps"),
+        "ehrxqa_sampling": _sampling_config(warehouse),
         "paraphraser": _paraphraser(context),
         "paraphrase_require_review": review.require_review(),
         "paraphrase_review_sha256": sha256_file(review_file) if review_file.is_file() else None,
@@ -166,16 +176,16 @@ def release_plots(pipeline_config: PipelineConfig) -> dg.MaterializeResult:
 
 
 @dg.asset(key=DATASHEET_KEY, code_version="2", deps=[STATISTICS_KEY, ehrxqa.QUESTIONS_KEY, PARAPHRASE_STATS_KEY],
-          kinds={"markdown"},
+          kinds={"markdown"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
           description="Grain: one document: the paper's appendix A datasheet (motivation, composition, "
                       "collection, preprocessing with every filter's counts, uses, distribution, maintenance) "
                       "answered from this build: source releases and digests, counts, code version, seed, "
                       "configuration, and the deviations of docs/deviations.md. Source: release/statistics, the "
                       "source files, the code. File: EHRXQA_HOME/release/datasheet.md.", **COMMON)
 def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
-                      llm: LLMResource) -> dg.MaterializeResult:
+                      llm: LLMResource, warehouse: Warehouse) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
-    sources, code, config = _facts(context, settings, llm)
+    sources, code, config = _facts(context, settings, llm, warehouse)
     deviations = manifest.repository_root() / "docs" / "deviations.md"
     md = datasheet.render_datasheet(_tables(settings), sources, code, settings.seed, config,
                                     deviations.read_text() if deviations.is_file() else None)
@@ -209,7 +219,8 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
     manifest lists every asset's code version, and its check what is out of date upstream): passed in by
     ``ehrxqa_pipeline.definitions``, which assembles them, so this module imports nothing of it."""
 
-    @dg.asset(key=MANIFEST_KEY, code_version="2", deps=RELEASE_INPUTS, kinds={"json"},
+    @dg.asset(key=MANIFEST_KEY, code_version="2", deps=[*RELEASE_INPUTS, ehrxqa.QUESTIONS_KEY], kinds={"json"},
+              pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
               check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
                                              description="No absolute path of this machine (EHRXQA_HOME, the source "
                                                          "root, the repository) in the manifest or the datasheet."),
@@ -225,9 +236,10 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
                           "the code version, seed, configuration and every asset's code version; no time, no "
                           "absolute path, so the same inputs give the same manifest. Source: the release folder. "
                           "File: EHRXQA_HOME/release/manifest.json.", **COMMON)
-    def release_manifest(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, llm: LLMResource):
+    def release_manifest(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, llm: LLMResource,
+                         warehouse: Warehouse):
         settings = pipeline_config.settings()
-        sources, code, config = _facts(context, settings, llm)
+        sources, code, config = _facts(context, settings, llm, warehouse)
         doc = manifest.build_manifest(settings.release_dir, sources=sources, code=code, seed=settings.seed,
                                       config=config, asset_code_versions=_asset_code_versions(definitions()))
         path = manifest.write_manifest(doc, settings.release_dir)
