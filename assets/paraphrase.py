@@ -36,9 +36,9 @@ def _read(con, table: str) -> pl.DataFrame:
     return con.execute(f"SELECT * FROM {G}.{table}").pl()
 
 
-def _version(frame: pl.DataFrame) -> dg.DataVersion:
-    """Content hash: downstream re-runs only when the content changed."""
-    h = hashlib.sha256(frame.write_csv().encode()).hexdigest()[:32]
+def _version(*frames: pl.DataFrame) -> dg.DataVersion:
+    """Content hash of ``frames``: downstream re-runs only when the content changed."""
+    h = hashlib.sha256("".join(f.write_csv() for f in frames).encode()).hexdigest()[:32]
     return dg.DataVersion(h)
 
 
@@ -73,6 +73,23 @@ def templates_by_source(templates, pool: pl.DataFrame) -> dict[str, dict[str, in
                     "reviewer" if any(x[0] == t.template_id for x in have) else "original")
         d[kind] += 1
     return dict(sorted(out.items()))
+
+
+def paraphraser_frame(model: str | None, fallback: str | None) -> pl.DataFrame:
+    """One row: whether an LLM endpoint made the candidates, its model (never its URL or key), the fallback."""
+    return pl.DataFrame({"llm": [model is not None], "model": [model], "fallback": [fallback]},
+                        schema={"llm": pl.Boolean, "model": pl.String, "fallback": pl.String})
+
+
+def paraphraser_facts(templates, made: pl.DataFrame, candidates_frame: pl.DataFrame,
+                      failures: pl.DataFrame) -> dict:
+    """What made the candidates (tables paraphrase.paraphraser, .candidates, .llm_failures): the endpoint's use,
+    model and fallback, and per dataset the candidates' sources and the endpoint's failure kinds."""
+    from ehrxqa_pipeline.paraphrase.generate import sources_per_dataset
+
+    row = made.row(0, named=True) if made.height else {"llm": False, "model": None, "fallback": None}
+    return {"llm": row["llm"], "model": row["model"], "fallback": row["fallback"],
+            "datasets": sources_per_dataset(templates, candidates_frame, dict(failures.iter_rows()))}
 
 
 def _counts(llm: LLMResource) -> dict[str, int]:
@@ -131,8 +148,7 @@ def candidates(context: dg.AssetExecutionContext, pipeline_config: PipelineConfi
                warehouse: Warehouse):
     from ehrxqa_pipeline.paraphrase.cache import FILE_NAME, LlmCache
     from ehrxqa_pipeline.paraphrase.embed import Embedder
-    from ehrxqa_pipeline.paraphrase.generate import (GenerationReport, LlmFailed, fall_back, sources_per_dataset,
-                                                     validator)
+    from ehrxqa_pipeline.paraphrase.generate import GenerationReport, LlmFailed, fall_back, validator
     from ehrxqa_pipeline.paraphrase.llm import ChatClient
     from ehrxqa_pipeline.paraphrase.preflight import EndpointUnusable, preflight
 
@@ -184,16 +200,17 @@ def candidates(context: dg.AssetExecutionContext, pipeline_config: PipelineConfi
     context.log.info(f"candidates: {frame.height} from {report.generator}; {report.requests} requests, "
                      f"{report.cache_hits} answers from the cache, {len(report.errors)} templates without a "
                      f"usable LLM answer")
-    with warehouse.connect() as con:
-        replace_tables(con, G, {"candidates": frame})
+    made = paraphraser_frame(llm_settings.model if llm_settings is not None else None,
+                             fallback if llm_settings is not None else None)
+    failures = pl.DataFrame(sorted(report.errors.items()), schema={"template_id": pl.String, "kind": pl.String},
+                            orient="row")
+    with warehouse.connect() as con:  # what made the candidates, read by the datasheet and the manifest
+        replace_tables(con, G, {"candidates": frame, "paraphraser": made, "llm_failures": failures})
         stored = table_metadata(con, f"{G}.candidates")
     meta = report.as_metadata()
     meta["candidates"] = frame.height
-    meta["paraphraser"] = {"llm": llm_settings is not None,
-                           "model": llm_settings.model if llm_settings is not None else None,
-                           "fallback": fallback if llm_settings is not None else None,
-                           "datasets": sources_per_dataset(templates, frame, report.errors)}
-    yield dg.MaterializeResult(data_version=_version(frame), metadata={
+    meta["paraphraser"] = paraphraser_facts(templates, made, frame, failures)
+    yield dg.MaterializeResult(data_version=_version(frame, failures, made), metadata={
         **stored, **{k: dg.MetadataValue.json(v) if isinstance(v, dict) else v
                                               for k, v in meta.items()}})
     yield dg.AssetCheckResult(check_name="llm_requests_succeeded", passed=not report.errors,

@@ -46,13 +46,6 @@ RELEASE_INPUTS: list[dg.AssetKey] = [
 ]
 
 
-def _latest(context: dg.AssetExecutionContext, key: dg.AssetKey, field: str):
-    """``field`` of ``key``'s latest materialization metadata on this instance (None when absent)."""
-    event = context.instance.get_latest_materialization_event(key)
-    entry = event.asset_materialization.metadata.get(field) if event and event.asset_materialization else None
-    return None if entry is None else entry.value
-
-
 def _tables(settings) -> dict:
     path = settings.release_dir / tables.OUT_DIR / "tables.json"
     if not path.exists():
@@ -80,23 +73,36 @@ def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource,
     config = {
         "check_images": settings.check_images,
         "ehrxqa_sampling": _sampling_config(warehouse),
-        "paraphraser": _paraphraser(context),
+        "paraphraser": _paraphraser(warehouse),
         "paraphrase_require_review": review.require_review(),
         "paraphrase_review_sha256": sha256_file(review_file) if review_file.is_file() else None,
     }
     return sources, manifest.code_section(), config
 
 
-def _paraphraser(context: dg.AssetExecutionContext) -> dict:
-    """What made the released paraphrases, from the latest paraphrase/candidates and paraphrase/pools
-    materializations (not from today's settings): whether an LLM endpoint was used and its model (never its
-    URL or key), the fallback, and per dataset the templates whose released phrasings come from the LLM, the
-    offline paraphraser, reviewers only, or none (``original``: the template's own wording), the candidates'
-    sources and the endpoint's failure kinds (templates per kind)."""
-    made = _latest(context, PARAPHRASE_CANDIDATES_KEY, "paraphraser") or {}
-    pools = _latest(context, PARAPHRASE_POOLS_KEY, "templates_by_source") or {}
-    per = made.get("datasets") or {}
-    return {"llm_endpoint": made.get("llm"), "model": made.get("model"), "fallback": made.get("fallback"),
+def _paraphraser(warehouse: Warehouse) -> dict:
+    """What made the released paraphrases, from the tables of paraphrase/candidates (paraphraser, candidates,
+    llm_failures) and paraphrase/pools (not from today's settings): whether an LLM endpoint was used and its
+    model (never its URL or key), the fallback, and per dataset the templates whose released phrasings come from
+    the LLM, the offline paraphraser, reviewers only, or none (``original``: the template's own wording), the
+    candidates' sources and the endpoint's failure kinds (templates per kind)."""
+    from assets import paraphrase
+
+    schema = names.PARAPHRASE
+    with warehouse.connect() as con:
+        have = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = ?",
+                                          [schema]).fetchall()}
+        if not {"paraphraser", "candidates", "llm_failures", "pools"} <= have:
+            return {"llm_endpoint": None, "model": None, "fallback": None, "datasets": {}}
+        made = con.execute(f"SELECT llm, model, fallback FROM {schema}.paraphraser").pl()
+        candidates = con.execute(f"SELECT template_id, source FROM {schema}.candidates ORDER BY rowid").pl()
+        failures = con.execute(f"SELECT template_id, kind FROM {schema}.llm_failures").pl()
+        pool = con.execute(f"SELECT template_id, source FROM {schema}.pools").pl()
+    templates = paraphrase.all_templates()  # those the paraphrase steps used
+    facts = paraphrase.paraphraser_facts(templates, made if made.height else paraphrase.paraphraser_frame(None, None),
+                                         candidates, failures)
+    pools, per = paraphrase.templates_by_source(templates, pool), facts["datasets"]
+    return {"llm_endpoint": facts["llm"], "model": facts["model"], "fallback": facts["fallback"],
             "datasets": {ds: {"templates": pools.get(ds),
                               "candidates": {k: (per.get(ds) or {}).get(k) for k in ("llm", "offline", "none")},
                               "llm_failures": (per.get(ds) or {}).get("llm_failures", {})}
@@ -175,7 +181,8 @@ def release_plots(pipeline_config: PipelineConfig) -> dg.MaterializeResult:
         "path": dg.MetadataValue.path(str(settings.release_dir / plots.OUT_DIR))})
 
 
-@dg.asset(key=DATASHEET_KEY, code_version="2", deps=[STATISTICS_KEY, ehrxqa.QUESTIONS_KEY, PARAPHRASE_STATS_KEY],
+@dg.asset(key=DATASHEET_KEY, code_version="2", deps=[STATISTICS_KEY, ehrxqa.QUESTIONS_KEY, PARAPHRASE_STATS_KEY,
+                                                     PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY],
           kinds={"markdown"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
           description="Grain: one document: the paper's appendix A datasheet (motivation, composition, "
                       "collection, preprocessing with every filter's counts, uses, distribution, maintenance) "
@@ -219,8 +226,8 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
     manifest lists every asset's code version, and its check what is out of date upstream): passed in by
     ``ehrxqa_pipeline.definitions``, which assembles them, so this module imports nothing of it."""
 
-    @dg.asset(key=MANIFEST_KEY, code_version="2", deps=[*RELEASE_INPUTS, ehrxqa.QUESTIONS_KEY], kinds={"json"},
-              pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+    @dg.asset(key=MANIFEST_KEY, code_version="2", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+              deps=[*RELEASE_INPUTS, ehrxqa.QUESTIONS_KEY, PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY],
               check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
                                              description="No absolute path of this machine (EHRXQA_HOME, the source "
                                                          "root, the repository) in the manifest or the datasheet."),

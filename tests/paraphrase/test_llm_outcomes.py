@@ -3,7 +3,6 @@ and failure kinds) unless EHRXQA_LLM_FALLBACK=offline; nothing unusable is cache
 datasheet state about the paraphraser is what happened; the API key is written nowhere under EHRXQA_HOME."""
 
 import time
-from types import SimpleNamespace
 
 import dagster as dg
 import pytest
@@ -17,7 +16,7 @@ from ehrxqa_pipeline.paraphrase.templates import all_templates
 from ehrxqa_pipeline.release.datasheet import paraphraser_text
 from resources import LLMResource
 from tests.paraphrase.server import ChatServer, Reply, completion, question_of
-from tests.paraphrase.test_assets import PICK, _run, _table, home  # noqa: F401 - fixture
+from tests.paraphrase.test_assets import PICK, _resources, _run, _table, home  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.slow  # Dagster runs of the paraphrase group against a local server: not in `make test-fast`
 
@@ -92,7 +91,7 @@ def test_fallback_offline_is_recorded_per_dataset(home):
         assert set(_table(home, "candidates")["source"]) == {rules.SOURCE}
         checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
         assert checks["llm_requests_succeeded"] is False
-        facts = _paraphraser(SimpleNamespace(instance=instance))
+        facts = _paraphraser(_resources(home)["warehouse"])
     assert _cache(home).statuses() == {"server_error": 2}
     assert facts["llm_endpoint"] is True and facts["model"] == "test-model" and facts["fallback"] == "offline"
     failures = {ds: d["llm_failures"] for ds, d in facts["datasets"].items()}
@@ -135,7 +134,7 @@ def test_bad_url_stops_before_any_request(home, fallback):
             assert "LLM endpoint unusable (invalid_url)" in _failure(result)
         else:
             assert result.success and set(_table(home, "candidates")["source"]) == {rules.SOURCE}
-            facts = _paraphraser(SimpleNamespace(instance=instance))
+            facts = _paraphraser(_resources(home)["warehouse"])
             assert facts["datasets"]["ehrxqa"]["llm_failures"] == {"preflight_invalid_url": 3}
 
 
