@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from assets import ehrxqa, mimic_cxr_vqa, vqa_scoring
+from assets import ehrxqa, mimic_cxr_vqa, paraphrase, vqa_scoring
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, RELEASE_ON_CHANGE
 from assets.cxr_cohort import DOWNLOADS_KEY
 from assets.cxr_cohort import GOLD_KEY as GOLD_COHORT_KEY
@@ -53,13 +53,16 @@ def _tables(settings) -> dict:
     return json.loads(path.read_text())
 
 
-def _sampling_config(warehouse: Warehouse) -> dict | None:
+def _sampling_config(con) -> dict | None:
     """The caps ehrxqa/questions ran with (its table ehrxqa.sampling_config); None before it ran."""
-    with warehouse.connect() as con:
-        if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = "
-                           "'sampling_config'", [names.EHRXQA]).fetchone()[0]:
-            return None
-        return dict(con.execute(f"SELECT setting, value FROM {names.EHRXQA}.sampling_config").fetchall())
+    if "sampling_config" not in _tables_in(con, names.EHRXQA):
+        return None
+    return dict(con.execute(f"SELECT setting, value FROM {names.EHRXQA}.sampling_config").fetchall())
+
+
+def _tables_in(con, schema: str) -> set[str]:
+    return {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = ?",
+                                      [schema]).fetchall()}
 
 
 def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource,
@@ -70,37 +73,33 @@ def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource,
     recorded = read_source_versions(context.instance)
     sources = manifest.source_section(layout, manifest.source_digests(layout, cache, recorded))
     review_file = review.default_path()
+    with warehouse.connect() as con:
+        sampling, paraphraser = _sampling_config(con), _paraphraser(con)
     config = {
         "check_images": settings.check_images,
-        "ehrxqa_sampling": _sampling_config(warehouse),
-        "paraphraser": _paraphraser(warehouse),
+        "ehrxqa_sampling": sampling,
+        "paraphraser": paraphraser,
         "paraphrase_require_review": review.require_review(),
         "paraphrase_review_sha256": sha256_file(review_file) if review_file.is_file() else None,
     }
     return sources, manifest.code_section(), config
 
 
-def _paraphraser(warehouse: Warehouse) -> dict:
+def _paraphraser(con) -> dict:
     """What made the released paraphrases, from the tables of paraphrase/candidates (paraphraser, candidates,
     llm_failures) and paraphrase/pools (not from today's settings): whether an LLM endpoint was used and its
     model (never its URL or key), the fallback, and per dataset the templates whose released phrasings come from
     the LLM, the offline paraphraser, reviewers only, or none (``original``: the template's own wording), the
     candidates' sources and the endpoint's failure kinds (templates per kind)."""
-    from assets import paraphrase
-
     schema = names.PARAPHRASE
-    with warehouse.connect() as con:
-        have = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = ?",
-                                          [schema]).fetchall()}
-        if not {"paraphraser", "candidates", "llm_failures", "pools"} <= have:
-            return {"llm_endpoint": None, "model": None, "fallback": None, "datasets": {}}
-        made = con.execute(f"SELECT llm, model, fallback FROM {schema}.paraphraser").pl()
-        candidates = con.execute(f"SELECT template_id, source FROM {schema}.candidates ORDER BY rowid").pl()
-        failures = con.execute(f"SELECT template_id, kind FROM {schema}.llm_failures").pl()
-        pool = con.execute(f"SELECT template_id, source FROM {schema}.pools").pl()
+    if not {"paraphraser", "candidates", "llm_failures", "pools"} <= _tables_in(con, schema):
+        return {"llm_endpoint": None, "model": None, "fallback": None, "datasets": {}}
+    made = con.execute(f"SELECT llm, model, fallback FROM {schema}.paraphraser").pl()
+    candidates = con.execute(f"SELECT template_id, source FROM {schema}.candidates ORDER BY rowid").pl()
+    failures = con.execute(f"SELECT template_id, kind FROM {schema}.llm_failures").pl()
+    pool = con.execute(f"SELECT template_id, source FROM {schema}.pools").pl()
     templates = paraphrase.all_templates()  # those the paraphrase steps used
-    facts = paraphrase.paraphraser_facts(templates, made if made.height else paraphrase.paraphraser_frame(None, None),
-                                         candidates, failures)
+    facts = paraphrase.paraphraser_facts(templates, made, candidates, failures)
     pools, per = paraphrase.templates_by_source(templates, pool), facts["datasets"]
     return {"llm_endpoint": facts["llm"], "model": facts["model"], "fallback": facts["fallback"],
             "datasets": {ds: {"templates": pools.get(ds),

@@ -151,7 +151,7 @@ def _run_config(path: str) -> dict:
 
     job = defs.resolve_implicit_global_asset_job_def()
     try:
-        ops = (config or {}).get("ops") or {} if isinstance(config, dict) else {}
+        ops = config.get("ops") if isinstance(config, dict) else None
         unknown = sorted(set(ops) - {node.name for node in job.graph.nodes}) if isinstance(ops, dict) else []
         if unknown:  # the asset job's config schema lets unknown ops through
             raise ValueError(f"no asset or check is named {', '.join(unknown)} (an op is named after its asset "

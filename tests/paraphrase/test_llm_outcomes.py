@@ -91,7 +91,8 @@ def test_fallback_offline_is_recorded_per_dataset(home):
         assert set(_table(home, "candidates")["source"]) == {rules.SOURCE}
         checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
         assert checks["llm_requests_succeeded"] is False
-        facts = _paraphraser(_resources(home)["warehouse"])
+        with _resources(home)["warehouse"].connect() as con:
+            facts = _paraphraser(con)
     assert _cache(home).statuses() == {"server_error": 2}
     assert facts["llm_endpoint"] is True and facts["model"] == "test-model" and facts["fallback"] == "offline"
     failures = {ds: d["llm_failures"] for ds, d in facts["datasets"].items()}
@@ -134,7 +135,8 @@ def test_bad_url_stops_before_any_request(home, fallback):
             assert "LLM endpoint unusable (invalid_url)" in _failure(result)
         else:
             assert result.success and set(_table(home, "candidates")["source"]) == {rules.SOURCE}
-            facts = _paraphraser(_resources(home)["warehouse"])
+            with _resources(home)["warehouse"].connect() as con:
+                facts = _paraphraser(con)
             assert facts["datasets"]["ehrxqa"]["llm_failures"] == {"preflight_invalid_url": 3}
 
 
