@@ -10,6 +10,7 @@ from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, LLM_POOL, ON_CHANGE
 from assets.metadata import records_metadata, table_metadata
 from assets.ingest import ingest_key
 from ehrxqa_pipeline import atomic, names
+from ehrxqa_pipeline.config import Environment
 from ehrxqa_pipeline.paraphrase import rules
 from ehrxqa_pipeline.paraphrase.generate import CANDIDATE_SCHEMA, from_llm, prompts_for, rule_based
 from ehrxqa_pipeline.paraphrase.pools import build_pools, pool_problems, pool_sizes
@@ -234,7 +235,7 @@ def validated(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig
     settings = pipeline_config.settings()
     with warehouse.connect() as con:
         cands = _read(con, "candidates")
-    own = review.reviewer_candidates(review.read_reviews(review.default_path()), cands)
+    own = review.reviewer_candidates(review.read_reviews(Environment.read().review_file()), cands)
     start = cands.group_by("template_id").agg(pl.len().alias("_n"))
     own = (own.with_columns(rank=pl.int_range(pl.len()).over("template_id"))
            .join(start, on="template_id", how="left").with_columns(rank=pl.col("rank") + pl.col("_n").fill_null(0))
@@ -267,7 +268,7 @@ def validated(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig
 def review_state(pipeline_config: PipelineConfig, warehouse: Warehouse):
     from ehrxqa_pipeline.paraphrase import review
 
-    path = review.default_path()
+    path = Environment.read().review_file()
     reviews = review.read_reviews(path)
     with warehouse.connect() as con:
         valid = _read(con, "validated")
@@ -298,19 +299,18 @@ def review_state(pipeline_config: PipelineConfig, warehouse: Warehouse):
                       "EHRXQA_PARAPHRASE_REQUIRE_REVIEW=1), k-means (k=4) cluster over word edit distance, side "
                       "train or test (valid/test), clusters 3:1. Source: paraphrase.review.", **COMMON)
 def pools(warehouse: Warehouse):
-    from ehrxqa_pipeline.paraphrase.review import require_review
-
+    require_review = Environment.read().review_required()
     templates = all_templates()
     with warehouse.connect() as con:
         state = _read(con, "review")
-        frame = build_pools(templates, state, require_review())
+        frame = build_pools(templates, state, require_review)
         replace_tables(con, G, {"pools": frame})
         stored = table_metadata(con, f"{G}.pools")
     problems = pool_problems(templates, frame)
     sizes = pool_sizes(templates, frame)
     empty = sizes.filter(pl.col("total") == 0)["template_id"].to_list()
     yield dg.MaterializeResult(data_version=_version(frame), metadata={
-        **stored, "require_review": require_review(),
+        **stored, "require_review": require_review,
         "mean_per_template": dg.MetadataValue.json(
             {ds: round(float(g["total"].mean()), 2) for (ds,), g in sizes.group_by("dataset")}),
         "templates_by_source": dg.MetadataValue.json(templates_by_source(templates, frame))})

@@ -21,8 +21,8 @@ from assets.paraphrase import VALIDATED_KEY
 from assets.sources import HASH_CACHE, SOURCE_KEYS, SOURCE_VERSION_FIELD
 from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.hashing import HashCache
-from ehrxqa_pipeline.paraphrase import review
 from ehrxqa_pipeline.atomic import write_text
+from ehrxqa_pipeline.config import Environment
 from ehrxqa_pipeline.cxr import downloads
 from ehrxqa_pipeline.release import datasheet, manifest, plots, tables
 from ehrxqa_pipeline.sources.schema import MIMIC_CXR
@@ -72,14 +72,15 @@ def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource,
     layout = settings.layout()
     recorded = read_source_versions(context.instance)
     sources = manifest.source_section(layout, manifest.source_digests(layout, cache, recorded))
-    review_file = review.default_path()
+    env = Environment.read()
+    review_file = env.review_file()
     with warehouse.connect() as con:
         sampling, paraphraser = _sampling_config(con), _paraphraser(con)
     config = {
         "check_images": settings.check_images,
         "ehrxqa_sampling": sampling,
         "paraphraser": paraphraser,
-        "paraphrase_require_review": review.require_review(),
+        "paraphrase_require_review": env.review_required(),
         "paraphrase_review_sha256": sha256_file(review_file) if review_file.is_file() else None,
     }
     return sources, manifest.code_section(), config

@@ -27,8 +27,30 @@ SOURCE_ENV = "EHRXQA_SOURCE_ROOT"
 SEED_ENV = "EHRXQA_SEED"
 CHECK_IMAGES_ENV = "EHRXQA_CHECK_IMAGES"  # "0": skip JPEG checks (metadata-only sources, benchmarks)
 DEFAULT_HOME = "data"
-EXECUTOR_ENV = "EHRXQA_EXECUTOR"  # read by ehrxqa_pipeline.definitions when the code location loads
 EXECUTORS = ("multiprocess", "k8s")
+# The step settings (README.md, Configuration): Environment field -> variable. Unset or empty = the default.
+ENVIRONMENT = {
+    "executor": "EHRXQA_EXECUTOR",  # multiprocess (default) or k8s: chosen when the code location loads
+    "llm_base_url": "EHRXQA_LLM_BASE_URL",  # unset: the offline rule-based paraphraser
+    "llm_model": "EHRXQA_LLM_MODEL",
+    "llm_api_key": "EHRXQA_LLM_API_KEY",
+    "llm_timeout_s": "EHRXQA_LLM_TIMEOUT_S",  # one request
+    "llm_deadline_s": "EHRXQA_LLM_DEADLINE_S",  # the whole paraphrase fan-out
+    "llm_fallback": "EHRXQA_LLM_FALLBACK",  # none (default) or offline
+    "count_mimic_cxr_vqa": "EHRXQA_PARAPHRASE_COUNT_MIMIC_CXR_VQA",  # candidates per template (paper: 30)
+    "count_ehrxqa": "EHRXQA_PARAPHRASE_COUNT_EHRXQA",  # (paper: 15)
+    "reviewed_paraphrases": "EHRXQA_REVIEWED_PARAPHRASES",  # the review file (default paraphrases/reviewed.csv)
+    "require_review": "EHRXQA_PARAPHRASE_REQUIRE_REVIEW",  # 1: pools of accepted candidates only
+    "vqa_device": "EHRXQA_VQA_DEVICE",  # auto (default), cpu, cuda, cuda:N
+    "vqa_amp": "EHRXQA_VQA_AMP",  # 0: no bf16 autocast on GPU
+    "vqa_base_url": "EHRXQA_VQA_BASE_URL",  # an OpenAI-compatible vision endpoint, scored as one more module
+    "vqa_model": "EHRXQA_VQA_MODEL",
+    "vqa_api_key": "EHRXQA_VQA_API_KEY",
+    "vqa_allow_hosts": "EHRXQA_VQA_ALLOW_HOSTS",  # hosts images may go to besides loopback (comma-separated)
+}
+EXECUTOR_ENV = ENVIRONMENT["executor"]
+REVIEW_FLAGS = ("0", "1", "true", "false", "yes", "no")
+REVIEW_FILE = Path(__file__).resolve().parents[1] / "paraphrases" / "reviewed.csv"  # the repository's reviews
 MIN_FREE_BYTES = 512 << 20  # refuse to start a build on a home with less free space than this
 
 
@@ -48,8 +70,7 @@ def _seed(value: str) -> int:
         raise _bad(SEED_ENV, value, "use an integer, e.g. 0") from None
 
 
-def _flag(env: Mapping[str, str], name: str, default: str, accepted=("0", "1")) -> str:
-    value = env.get(name, default)
+def _flag(name: str, value: str, accepted=("0", "1")) -> str:
     if value.strip().lower() not in accepted:
         raise _bad(name, value, f"use {' or '.join(accepted)}")
     return value.strip().lower()
@@ -78,10 +99,21 @@ class Settings:
             versions = parse_versions(source_versions if source_versions else env.get(VERSIONS_ENV))
         except ValueError as err:
             raise SettingError(str(err)) from None
-        check_images = _flag(env, CHECK_IMAGES_ENV, "1") != "0"
+        check_images = _flag(CHECK_IMAGES_ENV, env.get(CHECK_IMAGES_ENV, "1")) != "0"
         return cls(Path(home).expanduser().absolute(),
                    Path(source_root).expanduser().absolute() if source_root else None, seed,
                    check_images, tuple(sorted(versions.items())))
+
+    def export(self) -> None:
+        """Write these settings to this process's environment (and DAGSTER_HOME = ``dagster_home``): what the
+        Dagster instance, the code location and every step it starts read."""
+        os.environ["DAGSTER_HOME"] = str(self.dagster_home)
+        os.environ[HOME_ENV] = str(self.home)
+        os.environ[SEED_ENV] = str(self.seed)
+        if self.source_root is not None:
+            os.environ[SOURCE_ENV] = str(self.source_root)
+        if self.source_versions:
+            os.environ[VERSIONS_ENV] = self.source_versions_text
 
     def layout(self) -> SourceLayout:
         """Where each dataset lives below the source root, at the releases these settings name."""
@@ -121,6 +153,56 @@ class Settings:
         return self.home / "release"
 
 
+@dataclass(frozen=True)
+class Environment:
+    """The step settings of ``ENVIRONMENT`` as written ("" where unset), read when a resource or the CLI asks
+    (``Environment.read``): the only reader of these variables. Resources turn them into values (an explicit
+    resource field wins) and hand the values to the library."""
+
+    executor: str = ""
+    llm_base_url: str = ""
+    llm_model: str = ""
+    llm_api_key: str = ""
+    llm_timeout_s: str = ""
+    llm_deadline_s: str = ""
+    llm_fallback: str = ""
+    count_mimic_cxr_vqa: str = ""
+    count_ehrxqa: str = ""
+    reviewed_paraphrases: str = ""
+    require_review: str = ""
+    vqa_device: str = ""
+    vqa_amp: str = ""
+    vqa_base_url: str = ""
+    vqa_model: str = ""
+    vqa_api_key: str = ""
+    vqa_allow_hosts: str = ""
+
+    @classmethod
+    def read(cls, env: Mapping[str, str] | None = None) -> Environment:
+        env = os.environ if env is None else env
+        return cls(**{field: env.get(name, "").strip() for field, name in ENVIRONMENT.items()})
+
+    def review_file(self) -> Path:
+        """The reviewed-paraphrases file: EHRXQA_REVIEWED_PARAPHRASES, else the repository's
+        ``paraphrases/reviewed.csv``."""
+        return Path(self.reviewed_paraphrases).expanduser().absolute() if self.reviewed_paraphrases else REVIEW_FILE
+
+    def review_required(self) -> bool:
+        """EHRXQA_PARAPHRASE_REQUIRE_REVIEW=1: pools of accepted candidates only (default: accepted + pending)."""
+        return self.require_review.lower() in ("1", "true", "yes")
+
+    def extra_hosts(self) -> tuple[str, ...]:
+        """The hosts of ``EHRXQA_VQA_ALLOW_HOSTS``, lower-cased."""
+        return tuple(h.strip().lower() for h in self.vqa_allow_hosts.split(",") if h.strip())
+
+
+def quiet_third_parties() -> None:
+    """Environment the libraries read: no usage analytics leave the machine (Great Expectations, privacy), no
+    progress bars in build logs. Set only where unset."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("TQDM_DISABLE", "1")
+
+
 # -- start-up checks of every setting the steps read later -------------------------------------------------
 # The steps read these when they run (resources, executor choice); a bad value found there would surface as a
 # traceback deep in a run. ``check_environment`` reads them all once, before any work.
@@ -128,54 +210,49 @@ _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 _HOST = re.compile(r"^[A-Za-z0-9_.:\-\[\]]+$")
 
 
-def _url(env: Mapping[str, str], name: str) -> str | None:
-    value = env.get(name, "").strip()
+def _url(e: Environment, field: str) -> str | None:
+    value = getattr(e, field)
     if not value:
         return None
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _bad(name, value, "use an http(s) URL with a host, e.g. http://127.0.0.1:8000/v1")
+        raise _bad(ENVIRONMENT[field], value, "use an http(s) URL with a host, e.g. http://127.0.0.1:8000/v1")
     return parts.hostname.lower()
-
-
-def _count(env: Mapping[str, str], name: str) -> None:
-    value = env.get(name, "").strip()
-    if value and not (value.isdigit() and int(value) > 0):
-        raise _bad(name, env[name], "use a positive integer (candidates per template), or leave it unset")
 
 
 def check_environment(env: Mapping[str, str] | None = None) -> Settings:
     """Every EHRXQA_* setting checked at start-up; the resolved ``Settings``. Raises ``SettingError`` naming
     the variable, its value and the accepted forms. The VQA vision endpoint must be on the allow-list
     (images are PhysioNet record data: README.md, Configuration and Privacy)."""
-    from ehrxqa_pipeline.vqa.modules import ALLOW_HOSTS_ENV, allowed_hosts
+    from ehrxqa_pipeline.vqa.modules import allowed_hosts
 
-    env = os.environ if env is None else env
     settings = Settings.resolve(env=env)
-    executor = env.get(EXECUTOR_ENV, "").strip()
-    if executor and executor not in EXECUTORS:
-        raise _bad(EXECUTOR_ENV, env[EXECUTOR_ENV], f"use {' or '.join(repr(e) for e in EXECUTORS)} (default "
-                                                     "multiprocess)")
-    device = env.get("EHRXQA_VQA_DEVICE", "").strip()
-    if device and not _DEVICE.match(device.lower()):
-        raise _bad("EHRXQA_VQA_DEVICE", env["EHRXQA_VQA_DEVICE"], "use auto, cpu, cuda or cuda:N")
-    _flag(env, "EHRXQA_VQA_AMP", "1")
-    _flag(env, "EHRXQA_PARAPHRASE_REQUIRE_REVIEW", "0", ("0", "1", "true", "false", "yes", "no"))
-    for name in ("EHRXQA_PARAPHRASE_COUNT_MIMIC_CXR_VQA", "EHRXQA_PARAPHRASE_COUNT_EHRXQA"):
-        _count(env, name)
-    _url(env, "EHRXQA_LLM_BASE_URL")
-    hosts = env.get(ALLOW_HOSTS_ENV, "")
-    bad = [h for h in hosts.split(",") if h.strip() and not _HOST.match(h.strip())]
+    e = Environment.read(env)
+    name = ENVIRONMENT
+    if e.executor and e.executor not in EXECUTORS:
+        raise _bad(name["executor"], e.executor, f"use {' or '.join(repr(x) for x in EXECUTORS)} (default "
+                                                 "multiprocess)")
+    if e.vqa_device and not _DEVICE.match(e.vqa_device.lower()):
+        raise _bad(name["vqa_device"], e.vqa_device, "use auto, cpu, cuda or cuda:N")
+    _flag(name["vqa_amp"], e.vqa_amp or "1")
+    _flag(name["require_review"], e.require_review or "0", REVIEW_FLAGS)
+    for field in ("count_mimic_cxr_vqa", "count_ehrxqa"):
+        value = getattr(e, field)
+        if value and not (value.isdigit() and int(value) > 0):
+            raise _bad(name[field], value, "use a positive integer (candidates per template), or leave it unset")
+    _url(e, "llm_base_url")
+    bad = [h for h in e.vqa_allow_hosts.split(",") if h.strip() and not _HOST.match(h.strip())]
     if bad:
-        raise _bad(ALLOW_HOSTS_ENV, hosts, "use comma-separated host names or addresses, no scheme or path, "
-                                           "e.g. 127.0.0.1,vqa.internal")
-    host = _url(env, "EHRXQA_VQA_BASE_URL")
-    if host is not None and host not in allowed_hosts(env=env):
+        raise _bad(name["vqa_allow_hosts"], e.vqa_allow_hosts, "use comma-separated host names or addresses, no "
+                                                               "scheme or path, e.g. 127.0.0.1,vqa.internal")
+    host = _url(e, "vqa_base_url")
+    allowed = allowed_hosts(extra=e.extra_hosts())
+    if host is not None and host not in allowed:
         raise SettingError(
-            f"EHRXQA_VQA_BASE_URL={env['EHRXQA_VQA_BASE_URL']!r}: host {host!r} is not on the allow-list "
-            f"{sorted(allowed_hosts(env=env))}; chest X-ray images are PhysioNet record data and go only to hosts "
-            f"covered by the data use agreement (README.md, Configuration). Serve the model locally, or add the "
-            f"host to {ALLOW_HOSTS_ENV} (comma-separated) if it is yours to send the images to.")
+            f"{name['vqa_base_url']}={e.vqa_base_url!r}: host {host!r} is not on the allow-list {sorted(allowed)}; "
+            f"chest X-ray images are PhysioNet record data and go only to hosts covered by the data use agreement "
+            f"(README.md, Configuration). Serve the model locally, or add the host to {name['vqa_allow_hosts']} "
+            f"(comma-separated) if it is yours to send the images to.")
     return settings
 
 

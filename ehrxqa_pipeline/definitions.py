@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 
 import assets
 from assets.automation import DEVICE_TAG, DUCKDB_TAGS, GPU_POOL, automation_sensor, weekly_rebuild
 from assets.release import manifest_asset
-from ehrxqa_pipeline.config import EXECUTOR_ENV, SettingError
+from ehrxqa_pipeline.config import EXECUTOR_ENV, Environment, SettingError
 from resources import default_resources
 
 # Within one run, steps that write the DuckDB warehouse go one at a time (DuckDB has a single writer), and so
@@ -31,7 +29,7 @@ K8S_EXECUTOR_CONFIG = {
 
 def choose_executor(kind: str | None = None) -> dg.ExecutorDefinition:
     """``multiprocess`` (default) or ``k8s`` (``kind``, else EHRXQA_EXECUTOR)."""
-    kind = kind or os.environ.get(EXECUTOR_ENV) or "multiprocess"
+    kind = kind or Environment.read().executor or "multiprocess"
     if kind == "k8s":
         from dagster_k8s import k8s_job_executor
 

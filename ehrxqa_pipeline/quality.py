@@ -8,11 +8,11 @@ run in DuckDB SQL instead.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import duckdb
 
+from ehrxqa_pipeline.config import quiet_third_parties
 from ehrxqa_pipeline.contracts import DUCKDB_TYPES, OUT_OF_SCOPE, Contract, ForeignKey, gx_expectations
 from ehrxqa_pipeline.ingest import quote
 from ehrxqa_pipeline.names import rejected
@@ -156,8 +156,7 @@ def check_foreign_keys(con, contract: Contract) -> CheckOutcome:
 
 def check_gx(con, contract: Contract, sample_rows: int = 100_000) -> CheckOutcome:
     """Run the contract's Great Expectations suite on the table (or a deterministic sample of it)."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")  # privacy: no usage analytics leave the machine
-    os.environ.setdefault("TQDM_DISABLE", "1")  # GX progress bars flood build logs
+    quiet_third_parties()  # privacy: no usage analytics leave the machine; no progress bars in the logs
     import great_expectations as gx
 
     schema, table = contract.group, contract.table

@@ -1,6 +1,7 @@
 """The VQA device resource: where the reference model trains and infers, and the vision endpoint (if any).
 
-Every field left unset is read from the environment when a step runs (never at import):
+Every field left unset comes from the environment when a step runs (never at import; read by
+``ehrxqa_pipeline.config.Environment``):
 EHRXQA_VQA_DEVICE ("auto" = CUDA when present, else CPU; or "cpu", "cuda", "cuda:N"), EHRXQA_VQA_AMP
 ("0" turns bf16 autocast off on GPU; CPU always runs fp32), EHRXQA_VQA_BASE_URL / EHRXQA_VQA_MODEL /
 EHRXQA_VQA_API_KEY (an OpenAI-compatible vision endpoint, scored as one more module; unset = none) and
@@ -12,13 +13,8 @@ imported only when ``device()`` is called.
 
 import dagster as dg
 
+from ehrxqa_pipeline.config import Environment
 from ehrxqa_pipeline.vqa.modules import allowed_hosts
-
-DEVICE_ENV = "EHRXQA_VQA_DEVICE"
-AMP_ENV = "EHRXQA_VQA_AMP"
-BASE_URL_ENV = "EHRXQA_VQA_BASE_URL"
-MODEL_ENV = "EHRXQA_VQA_MODEL"
-API_KEY_ENV = "EHRXQA_VQA_API_KEY"
 
 
 class VqaDevice(dg.ConfigurableResource):
@@ -35,23 +31,24 @@ class VqaDevice(dg.ConfigurableResource):
         """"cpu" / "cuda" / "cuda:N" (a clear error when CUDA is asked for and absent)."""
         from ehrxqa_pipeline.vqa.device import resolve_device
 
-        return resolve_device(self.device or dg.EnvVar(DEVICE_ENV).get_value() or "auto")
+        return resolve_device(self.device or Environment.read().vqa_device or "auto")
 
     def use_amp(self) -> bool:
         if self.amp is not None:
             return self.amp
-        return (dg.EnvVar(AMP_ENV).get_value() or "1") != "0"
+        return (Environment.read().vqa_amp or "1") != "0"
 
     def hosts(self) -> tuple[str, ...]:
         """The allow-list (``vqa.modules.allowed_hosts``): an explicit value wins and is never widened."""
         explicit = None if self.allow_hosts is None else self.allow_hosts.split(",")
-        return tuple(sorted(allowed_hosts(explicit)))
+        return tuple(sorted(allowed_hosts(explicit, extra=Environment.read().extra_hosts())))
 
     def vision(self) -> dict | None:
         """Settings of the OpenAI-compatible vision endpoint, or None when none is configured."""
-        base_url = self.vision_base_url or dg.EnvVar(BASE_URL_ENV).get_value()
+        env = Environment.read()
+        base_url = self.vision_base_url or env.vqa_base_url
         if not base_url:
             return None
-        return {"base_url": base_url, "model": self.vision_model or dg.EnvVar(MODEL_ENV).get_value() or "gpt-4o",
-                "api_key": self.vision_api_key or dg.EnvVar(API_KEY_ENV).get_value() or "unused",
+        return {"base_url": base_url, "model": self.vision_model or env.vqa_model or "gpt-4o",
+                "api_key": self.vision_api_key or env.vqa_api_key or "unused",
                 "allow_hosts": self.hosts()}

@@ -1,8 +1,9 @@
 """The LLM resource: an OpenAI-compatible chat endpoint for paraphrasing, or none (offline).
 
-Every field left unset is read from the environment when a step runs (never at import):
+Every field left unset comes from the environment when a step runs (never at import; read by
+``ehrxqa_pipeline.config.Environment``):
 EHRXQA_LLM_BASE_URL (unset: the offline rule-based paraphraser), EHRXQA_LLM_MODEL (default gpt-4),
-EHRXQA_LLM_API_KEY (through ``dg.EnvVar``; local servers need none), EHRXQA_LLM_DEADLINE_S (the whole
+EHRXQA_LLM_API_KEY (local servers need none), EHRXQA_LLM_DEADLINE_S (the whole
 paraphrase fan-out, default 300 s), EHRXQA_LLM_TIMEOUT_S (one request, default 60 s) and EHRXQA_LLM_FALLBACK
 (unset or ``none``: templates without a usable LLM answer fail the step; ``offline``: they get the offline
 rule-based paraphraser's candidates). Only template text with placeholders is ever sent, after the privacy
@@ -12,23 +13,18 @@ guard has scanned every prompt.
 
 import dagster as dg
 
+from ehrxqa_pipeline.config import ENVIRONMENT, Environment
 from ehrxqa_pipeline.paraphrase.llm import ChatClient, LlmSettings
 
-BASE_URL_ENV = "EHRXQA_LLM_BASE_URL"
-MODEL_ENV = "EHRXQA_LLM_MODEL"
-API_KEY_ENV = "EHRXQA_LLM_API_KEY"
-COUNT_ENV = {"mimic_cxr_vqa": "EHRXQA_PARAPHRASE_COUNT_MIMIC_CXR_VQA", "ehrxqa": "EHRXQA_PARAPHRASE_COUNT_EHRXQA"}
-DEADLINE_ENV = "EHRXQA_LLM_DEADLINE_S"
-TIMEOUT_ENV = "EHRXQA_LLM_TIMEOUT_S"
-FALLBACK_ENV = "EHRXQA_LLM_FALLBACK"
 FALLBACKS = ("none", "offline")
 DEFAULT_MODEL = "gpt-4"
 
 
-def _seconds(name: str, explicit: float | None, default: float) -> float:
+def _seconds(field: str, explicit: float | None, default: float) -> float:
+    """An explicit value, else the setting ``field`` of the environment, else ``default``."""
     if explicit is not None:
         return float(explicit)
-    raw = dg.EnvVar(name).get_value()
+    raw, name = getattr(Environment.read(), field), ENVIRONMENT[field]
     if not raw:
         return default
     try:
@@ -61,14 +57,15 @@ class LLMResource(dg.ConfigurableResource):
     ehrxqa_count: int | None = None  # None: env, else the paper's 15
 
     def settings(self, default_seed: int = 0) -> LlmSettings | None:
-        base_url = self.base_url or dg.EnvVar(BASE_URL_ENV).get_value()
+        env = Environment.read()
+        base_url = self.base_url or env.llm_base_url
         if not base_url:
             return None
         return LlmSettings(
-            base_url=base_url, model=self.model or dg.EnvVar(MODEL_ENV).get_value() or DEFAULT_MODEL,
-            api_key=self.api_key or dg.EnvVar(API_KEY_ENV).get_value() or "unused",
-            timeout_s=_seconds(TIMEOUT_ENV, self.timeout_s, 60.0),
-            deadline_s=_seconds(DEADLINE_ENV, self.deadline_s, 300.0),
+            base_url=base_url, model=self.model or env.llm_model or DEFAULT_MODEL,
+            api_key=self.api_key or env.llm_api_key or "unused",
+            timeout_s=_seconds("llm_timeout_s", self.timeout_s, 60.0),
+            deadline_s=_seconds("llm_deadline_s", self.deadline_s, 300.0),
             breaker_failures=self.breaker_failures, preflight_timeout_s=self.preflight_timeout_s,
             max_retries=self.max_retries, backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s,
             concurrency=self.concurrency, temperature=self.temperature,
@@ -76,17 +73,17 @@ class LLMResource(dg.ConfigurableResource):
 
     def fallback_mode(self) -> str:
         """``none`` (a template without a usable LLM answer fails the step) or ``offline``."""
-        raw = self.fallback if self.fallback is not None else (dg.EnvVar(FALLBACK_ENV).get_value() or "none")
+        raw = self.fallback if self.fallback is not None else (Environment.read().llm_fallback or "none")
         mode = raw.strip().lower()
         if mode not in FALLBACKS:
-            raise ValueError(f"{FALLBACK_ENV}={raw!r}: expected one of {', '.join(FALLBACKS)}")
+            raise ValueError(f"{ENVIRONMENT['llm_fallback']}={raw!r}: expected one of {', '.join(FALLBACKS)}")
         return mode
 
     def counts(self) -> dict[str, int]:
         """Candidates per template and dataset (explicit field, else environment, else the paper's count)."""
         out = {}
         for dataset, explicit in (("mimic_cxr_vqa", self.mimic_cxr_vqa_count), ("ehrxqa", self.ehrxqa_count)):
-            env = dg.EnvVar(COUNT_ENV[dataset]).get_value()
+            env = getattr(Environment.read(), f"count_{dataset}")
             if explicit is not None:
                 out[dataset] = explicit
             elif env:

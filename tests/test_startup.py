@@ -182,3 +182,43 @@ def test_a_second_build_on_the_same_home_is_refused_naming_the_pid(tmp_path, mon
         lock.release()
     assert (home / LOCK_NAME).read_text() == ""  # a build that ended normally leaves no record
     assert BuildLock(home).acquire().previous is None
+
+
+def _tokens(kind: int) -> dict[str, str]:
+    """Per module of the pipeline (ehrxqa_pipeline/, assets/, resources/): its tokens of one kind, joined."""
+    import io
+    import tokenize
+
+    root = Path(__file__).resolve().parents[1]
+    def joined(path: Path) -> str:
+        return " ".join(t.string for t in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+                        if t.type == kind)
+    return {str(p.relative_to(root)): joined(p)
+            for folder in ("ehrxqa_pipeline", "assets", "resources") for p in sorted((root / folder).rglob("*.py"))}
+
+
+def test_the_environment_is_read_in_one_module():
+    """Issue 16 point 4: ehrxqa_pipeline/config.py reads and writes every environment variable (Settings,
+    Environment, Settings.export); every other module of the pipeline gets values from it (code only: a
+    comment may show a user how to pass ``dg.EnvVar`` to a resource)."""
+    import re
+    import tokenize
+
+    access = re.compile(r"\b(environ|getenv|EnvVar)\b")
+    users = [m for m, names in _tokens(tokenize.NAME).items() if access.search(names)]
+    assert users == ["ehrxqa_pipeline/config.py"], users
+
+
+def test_every_environment_variable_named_in_the_code_is_a_known_setting():
+    """A variable the code names (in a string: a message, a docstring) is one config.py reads: no stale or
+    invented names."""
+    import re
+    import tokenize
+
+    from ehrxqa_pipeline.config import CHECK_IMAGES_ENV, ENVIRONMENT, HOME_ENV, SEED_ENV, SOURCE_ENV
+    from ehrxqa_pipeline.sources.layout import VERSIONS_ENV
+
+    known = {*ENVIRONMENT.values(), HOME_ENV, SEED_ENV, SOURCE_ENV, CHECK_IMAGES_ENV, VERSIONS_ENV}
+    variable = re.compile(r"(?<!{)\bEHRXQA_[A-Z0-9_]*[A-Z0-9]\b")  # not a {NAME} interpolated in an f-string
+    named = {n for text in _tokens(tokenize.STRING).values() for n in variable.findall(text)}
+    assert named - known == set(), named - known

@@ -10,7 +10,7 @@ import time
 import warnings
 from pathlib import Path
 
-from ehrxqa_pipeline.config import HOME_ENV, SEED_ENV, SOURCE_ENV, Settings, check_environment, check_home
+from ehrxqa_pipeline.config import HOME_ENV, SOURCE_ENV, Settings, check_environment, check_home
 from ehrxqa_pipeline.sources.layout import VERSIONS_ENV
 
 DAGSTER_YAML = """\
@@ -69,13 +69,7 @@ def prepare_instance(settings: Settings) -> None:
         write_text(cfg, DAGSTER_YAML)
     elif "\nnux:" not in "\n" + cfg.read_text():  # an instance written before the UI modal was turned off
         write_text(cfg, cfg.read_text().rstrip("\n") + "\nnux:\n  enabled: false\n")
-    os.environ["DAGSTER_HOME"] = str(settings.dagster_home)
-    os.environ[HOME_ENV] = str(settings.home)
-    os.environ[SEED_ENV] = str(settings.seed)
-    if settings.source_root is not None:
-        os.environ[SOURCE_ENV] = str(settings.source_root)
-    if settings.source_versions:
-        os.environ[VERSIONS_ENV] = settings.source_versions_text
+    settings.export()
 
 
 def ensure_source(settings: Settings, log=print) -> None:

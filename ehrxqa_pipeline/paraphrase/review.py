@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
 
 COLUMNS = ("template", "text", "decision", "note")
 DECISIONS = ("accepted", "rejected", "pending")
-PATH_ENV = "EHRXQA_REVIEWED_PARAPHRASES"
 REVIEWER_SOURCE = "reviewer"
 REVIEW_SCHEMA = {"template_id": pl.String, "text": pl.String, "decision": pl.String, "note": pl.String,
                  "line": pl.Int64}
@@ -34,14 +31,6 @@ REVIEW_SCHEMA = {"template_id": pl.String, "text": pl.String, "decision": pl.Str
 
 class ReviewFileError(ValueError):
     """The reviewed-paraphrases file is malformed; the message names the file and line."""
-
-
-def default_path(env: Mapping[str, str] | None = None) -> Path:
-    """EHRXQA_REVIEWED_PARAPHRASES, else ``paraphrases/reviewed.csv`` beside the package (the repository)."""
-    env = os.environ if env is None else env
-    if env.get(PATH_ENV):
-        return Path(env[PATH_ENV]).expanduser().absolute()
-    return Path(__file__).resolve().parents[2] / "paraphrases" / "reviewed.csv"
 
 
 def normalise(text: str) -> str:
@@ -117,11 +106,3 @@ def queue_csv(state: pl.DataFrame) -> str:
                     f"{row['source']}; similarity {sim:.3f}" if sim is not None else row["source"]])
     return out.getvalue()
 
-
-REQUIRE_REVIEW_ENV = "EHRXQA_PARAPHRASE_REQUIRE_REVIEW"
-
-
-def require_review(env: Mapping[str, str] | None = None) -> bool:
-    """EHRXQA_PARAPHRASE_REQUIRE_REVIEW=1: pools use accepted candidates only (default: accepted + pending)."""
-    env = os.environ if env is None else env
-    return env.get(REQUIRE_REVIEW_ENV, "0").strip().lower() in ("1", "true", "yes")

@@ -8,14 +8,15 @@ Grain: process-wide settings (no tables). Source: the ``EHRXQA_VQA_DEVICE`` sett
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import re
 from collections.abc import Iterator
 
 import numpy as np
 
-ENV_VAR = "EHRXQA_VQA_DEVICE"
+from ehrxqa_pipeline.config import ENVIRONMENT
+
+ENV_VAR = ENVIRONMENT["vqa_device"]  # named in errors: the setting to change
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
 
@@ -43,11 +44,6 @@ def resolve_device(requested: str | None = "auto") -> str:
         raise ValueError(f"VQA device {req!r}: only {torch.cuda.device_count()} CUDA device(s) visible; "
                          f"set {ENV_VAR} to cuda:0..cuda:{torch.cuda.device_count() - 1} or auto")
     return req
-
-
-def device_from_env(default: str = "auto") -> str:
-    """``resolve_device`` of ``$EHRXQA_VQA_DEVICE`` (``default`` when unset)."""
-    return resolve_device(os.environ.get(ENV_VAR, default))
 
 
 def is_cuda(device: str) -> bool:

@@ -23,7 +23,6 @@
 from __future__ import annotations
 
 import base64
-import os
 import re
 import threading
 from collections import Counter
@@ -33,13 +32,14 @@ from urllib.parse import urlsplit
 
 import polars as pl
 
+from ehrxqa_pipeline.config import ENVIRONMENT
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import Answer, ImageRef, VqaModule, ask, image_path
 from ehrxqa_pipeline.questions.vqa_programs import VqaLabels, answers, prepare_labels
 from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES
 from ehrxqa_pipeline.vqa.predictions import Predictions
 
-__all__ = ["ALLOW_HOSTS_ENV", "HostNotAllowedError", "LabelModule", "OpenAIVisionModule", "ReferenceModule",
+__all__ = ["HostNotAllowedError", "LabelModule", "OpenAIVisionModule", "ReferenceModule",
            "answer_mimic_cxr_vqa", "image_refs", "parse_reply", "reference_labels"]
 
 _LIST = pl.List(pl.String)
@@ -145,7 +145,7 @@ def answer_mimic_cxr_vqa(module: VqaModule | VqaLabels, questions: pl.DataFrame,
 
 
 # -- OpenAI-compatible vision endpoint -------------------------------------------------------------------
-ALLOW_HOSTS_ENV = "EHRXQA_VQA_ALLOW_HOSTS"
+ALLOW_HOSTS = ENVIRONMENT["vqa_allow_hosts"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 PROMPT = ("You answer questions about a chest X-ray image. Reply with 'yes' or 'no' for yes/no questions; "
           "otherwise reply with the answer names only, separated by commas, or 'none' if nothing applies. "
@@ -157,13 +157,12 @@ class HostNotAllowedError(PermissionError):
     """A VQA endpoint outside the allow-list: images must not be sent there."""
 
 
-def allowed_hosts(allow_hosts=None, env: dict | None = None) -> set[str]:
-    """The hosts images may be sent to: exactly ``allow_hosts`` when given (an explicit value is never widened
-    by the environment); else loopback plus ``$EHRXQA_VQA_ALLOW_HOSTS`` (comma-separated)."""
+def allowed_hosts(allow_hosts=None, extra=()) -> set[str]:
+    """The hosts images may be sent to: exactly ``allow_hosts`` when given (an explicit value is never widened);
+    else loopback plus ``extra`` (the resource passes EHRXQA_VQA_ALLOW_HOSTS)."""
     if allow_hosts is not None:
         return {h.strip().lower() for h in allow_hosts if h.strip()}
-    env = os.environ if env is None else env
-    return set(LOOPBACK) | {h.strip().lower() for h in env.get(ALLOW_HOSTS_ENV, "").split(",") if h.strip()}
+    return set(LOOPBACK) | {h.strip().lower() for h in extra if h.strip()}
 
 
 def parse_reply(text) -> Answer:
@@ -194,7 +193,7 @@ class OpenAIVisionModule:
             raise HostNotAllowedError(
                 f"VQA endpoint host {host or base_url!r} is not on the allow-list {sorted(allowed)}: chest X-ray "
                 "images are PhysioNet record data and may only be sent to hosts covered by the data use "
-                f"agreement (README.md, Configuration). Serve the model locally, or add the host to {ALLOW_HOSTS_ENV} "
+                f"agreement (README.md, Configuration). Serve the model locally, or add the host to {ALLOW_HOSTS} "
                 "(comma-separated) if it is yours to send the images to.")
         import openai
 

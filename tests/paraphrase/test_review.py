@@ -3,6 +3,7 @@
 import polars as pl
 import pytest
 
+from ehrxqa_pipeline.config import Environment
 from ehrxqa_pipeline.paraphrase import review
 from ehrxqa_pipeline.paraphrase.pools import build_pools
 from ehrxqa_pipeline.paraphrase.templates import vqa_templates
@@ -70,7 +71,7 @@ def test_malformed_file_fails_loudly(tmp_path, rows, header, message):
 
 
 def test_repository_file_is_readable():
-    path = review.default_path({})
+    path = Environment.read({}).review_file()
     assert path.name == "reviewed.csv" and path.exists()
     reviews = review.read_reviews(path)
     known = {t.template_id for t in __import__("ehrxqa_pipeline.paraphrase.templates",

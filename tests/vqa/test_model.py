@@ -10,6 +10,7 @@ import torch
 from ehrxqa_pipeline.vqa import device as vdev
 from ehrxqa_pipeline.vqa.auroc import auroc, pair_auroc, within_pair_auroc
 from ehrxqa_pipeline.vqa.images import ImageDecodeError, decode_crops, load_boxes
+from resources.device import VqaDevice
 
 
 # --- device -------------------------------------------------------------------------------------------------
@@ -29,7 +30,7 @@ def test_resolve_cuda_without_cuda_names_the_setting(monkeypatch):
         assert "EHRXQA_VQA_DEVICE" in str(err.value) and "cpu" in str(err.value)
     monkeypatch.setenv("EHRXQA_VQA_DEVICE", "cuda")
     with pytest.raises(ValueError, match="EHRXQA_VQA_DEVICE"):
-        vdev.device_from_env()
+        VqaDevice().resolved()  # the resource reads the setting; the library resolves it
 
 
 def test_autocast_is_a_noop_on_cpu():

@@ -11,7 +11,7 @@ import pytest
 
 from ehrxqa_pipeline.questions.neuralsql import ImageRef, OracleModule
 from ehrxqa_pipeline.vqa.metrics import accuracy
-from ehrxqa_pipeline.vqa.modules import (ALLOW_HOSTS_ENV, HostNotAllowedError, LabelModule, OpenAIVisionModule,
+from ehrxqa_pipeline.vqa.modules import (ALLOW_HOSTS, HostNotAllowedError, LabelModule, OpenAIVisionModule,
                                          ReferenceModule, answer_mimic_cxr_vqa, parse_reply, reference_labels)
 from tests.paraphrase.server import ChatServer, Reply, completion
 from tests.vqa.helpers_scoring import IMAGES, PAIRS, QUESTIONS, gold_labels, predictions
@@ -127,14 +127,18 @@ def test_vision_module_abstains_without_an_image_and_sends_nothing():
 
 
 def test_remote_host_is_refused_before_any_request(monkeypatch):
-    monkeypatch.delenv(ALLOW_HOSTS_ENV, raising=False)
-    with pytest.raises(HostNotAllowedError, match=ALLOW_HOSTS_ENV) as e:
+    from resources.device import VqaDevice
+
+    monkeypatch.setenv(ALLOW_HOSTS, "vqa.example.com")  # the library never reads it: loopback only by default
+    with pytest.raises(HostNotAllowedError, match=ALLOW_HOSTS) as e:
         OpenAIVisionModule("https://vqa.example.com/v1", "gpt-vision", api_key="k")
     assert "vqa.example.com" in str(e.value) and "data use agreement" in str(e.value)
     with pytest.raises(HostNotAllowedError):
         OpenAIVisionModule("http://10.0.0.5:8000/v1", "m", allow_hosts=("localhost",))
-    monkeypatch.setenv(ALLOW_HOSTS_ENV, "vqa.example.com, other.example.org")
-    assert OpenAIVisionModule("https://vqa.example.com/v1", "m").name == "openai_vision"  # allowed; nothing sent
+    monkeypatch.setenv(ALLOW_HOSTS, "vqa.example.com, other.example.org")  # the resource reads it
+    vision = VqaDevice(vision_base_url="https://vqa.example.com/v1").vision()
+    assert vision["allow_hosts"] == ("127.0.0.1", "::1", "localhost", "other.example.org", "vqa.example.com")
+    assert OpenAIVisionModule(**vision).name == "openai_vision"  # allowed; nothing sent
 
 
 def test_an_explicit_allow_list_is_never_widened_by_the_environment(monkeypatch):
@@ -142,7 +146,7 @@ def test_an_explicit_allow_list_is_never_widened_by_the_environment(monkeypatch)
     another host allowed both, because the module added the environment's hosts to the explicit value."""
     from resources.device import VqaDevice
 
-    monkeypatch.setenv(ALLOW_HOSTS_ENV, "api.example.com")
+    monkeypatch.setenv(ALLOW_HOSTS, "api.example.com")
     device = VqaDevice(allow_hosts="127.0.0.1", vision_base_url="https://api.example.com/v1")
     assert device.hosts() == ("127.0.0.1",) and device.vision()["allow_hosts"] == ("127.0.0.1",)
     with pytest.raises(HostNotAllowedError, match="api.example.com"):
@@ -151,7 +155,7 @@ def test_an_explicit_allow_list_is_never_widened_by_the_environment(monkeypatch)
         OpenAIVisionModule("https://api.example.com/v1", "m", allow_hosts=("127.0.0.1",))
     # with nothing explicit, the environment adds to loopback (the documented default)
     assert set(VqaDevice().hosts()) == {"127.0.0.1", "localhost", "::1", "api.example.com"}
-    assert OpenAIVisionModule("https://api.example.com/v1", "m").name == "openai_vision"
+    assert OpenAIVisionModule("https://api.example.com/v1", "m", allow_hosts=VqaDevice().hosts()).name == "openai_vision"
 
 
 def test_vision_module_answers_mimic_rows(tmp_path):
