@@ -219,3 +219,70 @@ def test_instance_has_no_first_visit_modal(tmp_path, monkeypatch):
         prepare_instance(settings)
         with dg.DagsterInstance.from_config(str(settings.dagster_home)) as instance:
             assert instance.nux_enabled is False, home
+
+
+# What ehrxqa_pipeline/cli/dagster_private.py takes from Dagster's private API: "module:name" -> the keyword
+# arguments it passes (checked against the installed Dagster's signatures).
+PRIVATE_USES = {
+    "dagster._core.definitions.reconstruct:ReconstructableRepository": (),
+    "dagster._core.remote_origin:RemoteJobOrigin": (),
+    "dagster._core.remote_origin:RemoteRepositoryOrigin": (),
+    "dagster._core.workspace.load:location_origin_from_module_name": (),
+    "dagster._core.workspace.load:location_origins_from_yaml_paths": (),
+    "dagster._core.definitions.repository_definition:SINGLETON_REPOSITORY_NAME": (),
+    "dagster._core.definitions.job_base:InMemoryJob": ("job_def",),
+    "dagster._core.execution.api:ExecuteRunWithPlanIterable": ("execution_plan", "iterator",
+                                                               "execution_context_manager"),
+    "dagster._core.execution.api:create_execution_plan": ("run_config", "instance_ref"),
+    "dagster._core.execution.api:job_execution_iterator": (),
+    "dagster._core.execution.context_creation_job:PlanOrchestrationContextManager": (
+        "context_event_generator", "job", "execution_plan", "dagster_run", "instance", "run_config",
+        "executor_defs", "output_capture", "raise_on_error"),
+    "dagster._core.execution.context_creation_job:orchestration_context_event_generator": (),
+    "dagster._core.execution.execute_in_process:merge_run_tags": ("job_def", "partition_key", "tags",
+                                                                  "asset_selection", "instance", "run_config"),
+    "dagster._core.definitions.asset_daemon_cursor:AssetDaemonCursor": (),
+    "dagster._serdes:deserialize_value": (),
+    "dagster._serdes:serialize_value": (),
+}
+
+
+def _private_imports(path: Path) -> set[str]:
+    import ast
+
+    return {f"{node.module}:{alias.name}" for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dagster._")
+            for alias in node.names}
+
+
+def test_the_private_dagster_api_is_as_this_module_uses_it():
+    """Issue 16 point 7: a Dagster upgrade that moves or changes a private symbol the CLI uses fails here, naming
+    it, rather than in a user's build. The list above is the module's own imports (so it cannot go stale), and
+    the one method it calls with private keywords, ``DagsterInstance.create_run_for_job``, is checked too."""
+    import importlib
+    import inspect
+
+    import dagster as dg
+
+    from ehrxqa_pipeline.cli import dagster_private
+
+    assert _private_imports(Path(dagster_private.__file__)) == set(PRIVATE_USES)
+    for use, keywords in [*PRIVATE_USES.items(), ("dagster:DagsterInstance.create_run_for_job", (
+            "job_def", "run_config", "tags", "asset_selection", "execution_plan", "remote_job_origin",
+            "job_code_origin"))]:
+        module, name = use.split(":")
+        obj = importlib.import_module(module)
+        for part in name.split("."):
+            obj = getattr(obj, part, None)
+            assert obj is not None, f"{use}: gone in dagster {dg.__version__}; update cli/dagster_private.py"
+        if keywords:
+            params = inspect.signature(obj).parameters
+            missing = [k for k in keywords if k not in params]
+            assert not missing, f"{use} no longer takes {missing} in dagster {dg.__version__}"
+
+
+def test_no_other_module_uses_the_private_dagster_api():
+    root = Path(__file__).resolve().parents[1]
+    users = sorted(str(p.relative_to(root)) for folder in ("ehrxqa_pipeline", "assets", "resources")
+                   for p in (root / folder).rglob("*.py") if _private_imports(p))
+    assert users == ["ehrxqa_pipeline/cli/dagster_private.py"], users

@@ -161,7 +161,7 @@ def materialize(keys: list[dg.AssetKey], instance: dg.DagsterInstance, defs: dg.
 
 def _save_evaluation(defs: dg.Definitions, instance: dg.DagsterInstance) -> None:
     """After a full build: the point from which `build --changed` looks for changes."""
-    from ehrxqa_pipeline.cli.instance import save_cursor
+    from ehrxqa_pipeline.cli.dagster_private import save_cursor
 
     save_cursor(instance, dg.evaluate_automation_conditions(defs=defs, instance=instance).cursor)
 
@@ -173,7 +173,7 @@ class _Runner:
 
     def __init__(self, defs: dg.Definitions, job, op_config: dict):
         from ehrxqa_pipeline import definitions
-        from ehrxqa_pipeline.cli.launch import job_origin
+        from ehrxqa_pipeline.cli.dagster_private import job_origin
 
         self.defs, self.job, self.op_config = defs, job, op_config
         # runs of the project's own definitions carry their code location (the UI can re-execute them)
@@ -207,7 +207,7 @@ class _Runner:
 
     def run(self, instance, stage: list[dg.AssetKey], partition: str | None):
         from ehrxqa_pipeline.cli.instance import run_tags
-        from ehrxqa_pipeline.cli.launch import execute
+        from ehrxqa_pipeline.cli.dagster_private import execute
 
         quiet = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}  # step events, not engine chatter
         return execute(self.job, instance, stage, partition, run_tags(self.build_id),
@@ -254,7 +254,7 @@ class _Runner:
     def run_changed(self, instance) -> None:
         """Evaluate the automation conditions and materialize what they request until nothing is due. The
         cursor is saved after each round that succeeded, so a failed or killed round is requested again."""
-        from ehrxqa_pipeline.cli.instance import load_cursor, save_cursor
+        from ehrxqa_pipeline.cli.dagster_private import load_cursor, save_cursor
 
         cursor = load_cursor(instance)
         for _ in range(self.MAX_ROUNDS):

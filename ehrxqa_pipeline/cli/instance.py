@@ -1,5 +1,6 @@
-"""State the `ehrxqa` command keeps in the Dagster instance: concurrency pool limits, the automation cursor
-of `ehrxqa build --changed`, and the clean-up after a build that was killed (SIGKILL, OOM, power loss)."""
+"""State the `ehrxqa` command keeps in the Dagster instance: concurrency pool limits, the key of the automation
+cursor of `ehrxqa build --changed` (stored by ``dagster_private``), and the clean-up after a build that was
+killed (SIGKILL, OOM, power loss)."""
 
 from __future__ import annotations
 
@@ -60,18 +61,3 @@ def recover_interrupted(instance: dg.DagsterInstance, log=print) -> list[str]:
     if recovered:
         log(f"{len(recovered)} run(s) of an interrupted build marked failed; their pool slots are free again")
     return recovered
-
-
-def load_cursor(instance: dg.DagsterInstance):
-    """The automation cursor saved by the last `build --changed` (or full build); None before the first."""
-    from dagster._core.definitions.asset_daemon_cursor import AssetDaemonCursor
-    from dagster._serdes import deserialize_value
-
-    raw = instance.daemon_cursor_storage.get_cursor_values({CURSOR_KEY}).get(CURSOR_KEY)
-    return deserialize_value(raw, AssetDaemonCursor) if raw else None
-
-
-def save_cursor(instance: dg.DagsterInstance, cursor) -> None:
-    from dagster._serdes import serialize_value
-
-    instance.daemon_cursor_storage.set_cursor_values({CURSOR_KEY: serialize_value(cursor)})

@@ -1,20 +1,10 @@
-"""Runs of `ehrxqa build` that the UI treats as its own: executed in this process (in-process executor, as
-``execute_in_process`` does), but created with the origin of the project's code location, so that they show
-on the Overview and under their job, and "Re-execute" (all steps or from failure) works from the UI.
-
-The code location is the one `ehrxqa dev` opens (``code_location``): workspace.yaml of a checkout, else the
-installed Definitions module. Dagster has no public call for "execute in process with an origin"; this is
-``dagster._core.execution.execute_in_process.core_execute_in_process`` with the two origins passed to
-``create_run_for_job`` (Dagster pinned in pyproject.toml; tests/test_cli.py re-executes such a run).
-"""
+"""The code location `ehrxqa dev` opens and `ehrxqa build` creates its runs in (``code_location``):
+workspace.yaml of a checkout, else the installed Definitions module. Runs created with its origin show on the
+UI's Overview and under their job, and "Re-execute" works from the UI (``dagster_private.execute``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-
-import dagster as dg
 
 MODULE = "ehrxqa_pipeline.definitions"
 WORKSPACE = Path(__file__).resolve().parents[2] / "workspace.yaml"
@@ -25,63 +15,3 @@ def code_location() -> list[str]:
     """`dagster dev` arguments naming the code location from any working directory: the project's
     workspace.yaml by absolute path (a checkout), else the installed Definitions module."""
     return ["-w", str(WORKSPACE)] if WORKSPACE.is_file() else ["-m", MODULE]
-
-
-@dataclass(frozen=True)
-class Origin:
-    """Where a run's job lives: the code location the UI loads (remote) and the module that rebuilds it."""
-
-    remote: object  # RemoteJobOrigin
-    python: object  # JobPythonOrigin
-
-
-def job_origin(job_name: str = ASSET_JOB) -> Origin:
-    """The origin of ``job_name`` in the code location of ``code_location()``."""
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
-    from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
-    from dagster._core.workspace.load import location_origin_from_module_name, location_origins_from_yaml_paths
-    from dagster._core.definitions.repository_definition import SINGLETON_REPOSITORY_NAME
-
-    if WORKSPACE.is_file():
-        (location,) = location_origins_from_yaml_paths([str(WORKSPACE)])
-    else:
-        location = location_origin_from_module_name(MODULE, None, None)
-    remote = RemoteJobOrigin(RemoteRepositoryOrigin(location, SINGLETON_REPOSITORY_NAME), job_name)
-    target = location.loadable_target_origin
-    python = (ReconstructableRepository.for_module(MODULE, "defs", working_directory=target.working_directory)
-              .get_reconstructable_job(job_name).get_python_origin())
-    return Origin(remote, python)
-
-
-def execute(job: dg.JobDefinition, instance: dg.DagsterInstance, asset_selection: Sequence[dg.AssetKey],
-            partition_key: str | None, tags: Mapping[str, str], run_config: Mapping,
-            origin: Origin | None) -> dg.ExecuteInProcessResult:
-    """``job.execute_in_process(asset_selection=..., partition_key=..., raise_on_error=False)``, the run
-    carrying ``origin`` (None: none, for definitions no code location holds, as in tests)."""
-    from dagster._core.definitions.job_base import InMemoryJob
-    from dagster._core.execution.api import ExecuteRunWithPlanIterable, create_execution_plan, job_execution_iterator
-    from dagster._core.execution.context_creation_job import (
-        PlanOrchestrationContextManager, orchestration_context_event_generator)
-    from dagster._core.execution.execute_in_process import merge_run_tags
-
-    if origin is None:
-        return job.execute_in_process(instance=instance, asset_selection=asset_selection, raise_on_error=False,
-                                      partition_key=partition_key, tags=dict(tags), run_config=dict(run_config))
-    selection = list(asset_selection)
-    ephemeral = job.as_ephemeral_job(resource_defs={}, input_values={}, asset_selection=selection)
-    run_tags = merge_run_tags(  # validates the partition key and adds its tags
-        job_def=job, partition_key=partition_key, tags=tags, asset_selection=selection, instance=instance,
-        run_config=run_config)
-    wrapped = InMemoryJob(job_def=ephemeral)
-    plan = create_execution_plan(wrapped, run_config=run_config, instance_ref=instance.get_ref())
-    run = instance.create_run_for_job(job_def=ephemeral, run_config=run_config, tags={**job.run_tags, **run_tags},
-                                      asset_selection=frozenset(selection), execution_plan=plan,
-                                      remote_job_origin=origin.remote, job_code_origin=origin.python)
-    events = list(ExecuteRunWithPlanIterable(
-        execution_plan=plan, iterator=job_execution_iterator,
-        execution_context_manager=PlanOrchestrationContextManager(
-            context_event_generator=orchestration_context_event_generator, job=wrapped, execution_plan=plan,
-            dagster_run=run, instance=instance, run_config=run_config, executor_defs=None, output_capture={},
-            raise_on_error=False)))
-    return dg.ExecuteInProcessResult(job_def=ephemeral, event_list=events,
-                                     dagster_run=instance.get_run_by_id(run.run_id), output_capture={})

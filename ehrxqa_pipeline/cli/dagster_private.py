@@ -1,0 +1,99 @@
+"""Every use of Dagster's private API (``dagster._*``) in the project, in this one module.
+
+Dagster has no public call for two things `ehrxqa build` needs:
+- runs that the UI treats as its own while they execute in this process (``execute``): the in-process
+  execution of ``execute_in_process`` (``dagster._core.execution.execute_in_process``) with the origin of the
+  project's code location (``job_origin``) passed to ``create_run_for_job``, so that the runs show on the
+  Overview and under their job, and "Re-execute" (all steps or from failure) works from the UI;
+- the automation cursor of `ehrxqa build --changed`, kept between builds (``load_cursor``, ``save_cursor``):
+  ``AssetDaemonCursor`` written with Dagster's serdes in the instance's daemon cursor storage.
+
+Dagster is pinned in pyproject.toml; tests/test_cli.py::test_the_private_dagster_api_is_as_this_module_uses_it
+fails, naming the symbol, when an upgrade moves or changes one of them, and a test keeps every other module of
+the project off ``dagster._``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import dagster as dg
+
+from ehrxqa_pipeline.cli.instance import CURSOR_KEY
+from ehrxqa_pipeline.cli.launch import ASSET_JOB, MODULE, WORKSPACE
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a run's job lives: the code location the UI loads (remote) and the module that rebuilds it."""
+
+    remote: object  # RemoteJobOrigin
+    python: object  # JobPythonOrigin
+
+
+def job_origin(job_name: str = ASSET_JOB) -> Origin:
+    """The origin of ``job_name`` in the code location of ``code_location()``."""
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
+    from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
+    from dagster._core.workspace.load import location_origin_from_module_name, location_origins_from_yaml_paths
+    from dagster._core.definitions.repository_definition import SINGLETON_REPOSITORY_NAME
+
+    if WORKSPACE.is_file():
+        (location,) = location_origins_from_yaml_paths([str(WORKSPACE)])
+    else:
+        location = location_origin_from_module_name(MODULE, None, None)
+    remote = RemoteJobOrigin(RemoteRepositoryOrigin(location, SINGLETON_REPOSITORY_NAME), job_name)
+    target = location.loadable_target_origin
+    python = (ReconstructableRepository.for_module(MODULE, "defs", working_directory=target.working_directory)
+              .get_reconstructable_job(job_name).get_python_origin())
+    return Origin(remote, python)
+
+
+def execute(job: dg.JobDefinition, instance: dg.DagsterInstance, asset_selection: Sequence[dg.AssetKey],
+            partition_key: str | None, tags: Mapping[str, str], run_config: Mapping,
+            origin: Origin | None) -> dg.ExecuteInProcessResult:
+    """``job.execute_in_process(asset_selection=..., partition_key=..., raise_on_error=False)``, the run
+    carrying ``origin`` (None: none, for definitions no code location holds, as in tests)."""
+    from dagster._core.definitions.job_base import InMemoryJob
+    from dagster._core.execution.api import ExecuteRunWithPlanIterable, create_execution_plan, job_execution_iterator
+    from dagster._core.execution.context_creation_job import (
+        PlanOrchestrationContextManager, orchestration_context_event_generator)
+    from dagster._core.execution.execute_in_process import merge_run_tags
+
+    if origin is None:
+        return job.execute_in_process(instance=instance, asset_selection=asset_selection, raise_on_error=False,
+                                      partition_key=partition_key, tags=dict(tags), run_config=dict(run_config))
+    selection = list(asset_selection)
+    ephemeral = job.as_ephemeral_job(resource_defs={}, input_values={}, asset_selection=selection)
+    run_tags = merge_run_tags(  # validates the partition key and adds its tags
+        job_def=job, partition_key=partition_key, tags=tags, asset_selection=selection, instance=instance,
+        run_config=run_config)
+    wrapped = InMemoryJob(job_def=ephemeral)
+    plan = create_execution_plan(wrapped, run_config=run_config, instance_ref=instance.get_ref())
+    run = instance.create_run_for_job(job_def=ephemeral, run_config=run_config, tags={**job.run_tags, **run_tags},
+                                      asset_selection=frozenset(selection), execution_plan=plan,
+                                      remote_job_origin=origin.remote, job_code_origin=origin.python)
+    events = list(ExecuteRunWithPlanIterable(
+        execution_plan=plan, iterator=job_execution_iterator,
+        execution_context_manager=PlanOrchestrationContextManager(
+            context_event_generator=orchestration_context_event_generator, job=wrapped, execution_plan=plan,
+            dagster_run=run, instance=instance, run_config=run_config, executor_defs=None, output_capture={},
+            raise_on_error=False)))
+    return dg.ExecuteInProcessResult(job_def=ephemeral, event_list=events,
+                                     dagster_run=instance.get_run_by_id(run.run_id), output_capture={})
+
+
+def load_cursor(instance: dg.DagsterInstance):
+    """The automation cursor saved by the last `build --changed` (or full build); None before the first."""
+    from dagster._core.definitions.asset_daemon_cursor import AssetDaemonCursor
+    from dagster._serdes import deserialize_value
+
+    raw = instance.daemon_cursor_storage.get_cursor_values({CURSOR_KEY}).get(CURSOR_KEY)
+    return deserialize_value(raw, AssetDaemonCursor) if raw else None
+
+
+def save_cursor(instance: dg.DagsterInstance, cursor) -> None:
+    from dagster._serdes import serialize_value
+
+    instance.daemon_cursor_storage.set_cursor_values({CURSOR_KEY: serialize_value(cursor)})
