@@ -11,10 +11,10 @@ from assets.splits import SPLITS_KEY
 from ehrxqa_pipeline import atomic, names
 from ehrxqa_pipeline.paraphrase import choose_vqa_phrasings
 from ehrxqa_pipeline.paraphrase.placeholders import leftovers
-from ehrxqa_pipeline.questions import vqa_stats
-from ehrxqa_pipeline.questions.vqa_programs import answer_vocabulary
-from ehrxqa_pipeline.questions.vqa_records import build_records, record_frame, write_split_json
-from ehrxqa_pipeline.questions.vqa_sampling import sample_vqa
+from ehrxqa_pipeline.questions.mimic_cxr_vqa import stats as vqa_stats
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import answer_vocabulary
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import build_records, record_frame, write_split_json
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.sampling import sample_vqa
 from ehrxqa_pipeline.warehouse import replace_tables
 from resources import PipelineConfig, Warehouse
 

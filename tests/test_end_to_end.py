@@ -18,7 +18,7 @@ from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.config import Settings
 from ehrxqa_pipeline.questions.neuralsql import normalise_rows, postprocess_query
 from ehrxqa_pipeline.questions.neuralsql.shapes import shape_counts
-from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES
 from ehrxqa_pipeline.release import manifest as release_manifest
 from resources import default_resources
 from tests.ehrxqa.test_stats import C9_ROW

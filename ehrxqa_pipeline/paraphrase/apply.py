@@ -6,7 +6,7 @@ test -> valid/test side); a template with an empty pool side keeps its own wordi
 
 MIMIC-CXR-VQA (``choose_vqa_phrasings``): adds ``paraphrase`` (template text with ``${...}`` slots) and
 ``para_type`` to the sampled-question frame, one draw per question in frame order from the step generator
-``rng.generator(seed, "paraphrase.apply.mimic_cxr_vqa")``; ``questions.vqa_records`` fills the slots.
+``rng.generator(seed, "paraphrase.apply.mimic_cxr_vqa")``; ``questions.mimic_cxr_vqa.records`` fills the slots.
 
 EHRXQA (``choose_ehrxqa_phrasings``): adds ``paraphrase`` (the phrasing filled with the words the item was
 sampled with, its stored ``fills``) and ``para_type`` to the stored items (``ehrxqa.questions``), one draw per
@@ -60,7 +60,7 @@ def _para_type() -> pl.Expr:
 
 def choose_vqa_phrasings(questions: pl.DataFrame, pools: pl.DataFrame, seed: int) -> pl.DataFrame:
     """``questions`` (split, template_key, ...) with ``paraphrase`` and ``para_type`` added, order kept."""
-    from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES
+    from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES
 
     draws = generator(seed, f"paraphrase.apply.{MIMIC_CXR_VQA}").random(questions.height)
     q = _drawn(questions, pools.filter(pl.col("dataset") == MIMIC_CXR_VQA), "template_key", draws)

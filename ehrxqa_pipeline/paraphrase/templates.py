@@ -1,6 +1,6 @@
 """The templates to paraphrase, from both catalogs, in one shape.
 
-MIMIC-CXR-VQA: the 48 templates of ``questions.vqa_templates`` (id ``mimic_cxr_vqa/<key>``).
+MIMIC-CXR-VQA: the 48 templates of ``questions.mimic_cxr_vqa.templates`` (id ``mimic_cxr_vqa/<key>``).
 EHRXQA: the image and image+table templates of ``questions.ehrxqa.CATALOG`` (id ``ehrxqa/<index>``).
 The paper paraphrased those with GPT-4 and took EHRSQL's machine paraphrases for the table-only templates,
 so table-only scopes are left out here.
@@ -50,7 +50,7 @@ class ParaTemplate:
 
 
 def vqa_templates() -> tuple[ParaTemplate, ...]:
-    from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES
+    from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES
 
     return tuple(ParaTemplate(f"{MIMIC_CXR_VQA}/{t.key}", MIMIC_CXR_VQA, t.key, t.text, template_form(t.text),
                               _PROMPT_CONTENT_TYPE.get(t.content_type, t.content_type), t.semantic_type)

@@ -30,8 +30,8 @@ import polars as pl
 from ehrxqa_pipeline.questions.neuralsql.errors import OracleQuestionError
 from ehrxqa_pipeline.questions.neuralsql.oracle import QuestionInverter
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import Answer, ImageRef
-from ehrxqa_pipeline.questions.vqa_records import phrasing_expr
-from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES, get_template, question_expr
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import phrasing_expr
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES, get_template, question_expr
 
 FIT_SPLITS = ("train", "valid")
 _LIST = pl.List(pl.String)

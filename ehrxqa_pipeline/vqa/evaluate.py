@@ -27,7 +27,7 @@ import polars as pl
 from ehrxqa_pipeline.questions.neuralsql import OracleModule
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import YesModule
-from ehrxqa_pipeline.questions.vqa_programs import prepare_labels
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import prepare_labels
 from ehrxqa_pipeline.vqa.baselines import PriorMost, PriorQuestion, PriorQuestionText
 from ehrxqa_pipeline.vqa.leaderboard import module_scores
 from ehrxqa_pipeline.vqa.modules import OpenAIVisionModule, ReferenceModule, answer_mimic_cxr_vqa

@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping
 
 from ehrxqa_pipeline.markdown import table
-from ehrxqa_pipeline.questions.vqa_templates import CONTENT_TYPES
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import CONTENT_TYPES
 
 MODALITIES = ("image", "table", "image+table")
 PATIENT_SCOPES = ("none", "single", "group")

@@ -9,7 +9,7 @@
   Image metadata (subject_id, study_id, split, image_path) comes from ``images`` (``splits.images``);
   images without predictions are left out, so questions about them are abstained on.
 - ``answer_mimic_cxr_vqa``: answers MIMIC-CXR-VQA question rows (``mimic_cxr_vqa.questions`` layout) in
-  batch: label-based modules through ``vqa_programs.answers`` once per template, priors through their
+  batch: label-based modules through ``mimic_cxr_vqa.programs.answers`` once per template, priors through their
   ``answer_frame``, any other module (e.g. ``OpenAIVisionModule``) through its text interface.
 - ``OpenAIVisionModule``: an OpenAI-compatible chat-completions vision endpoint. PRIVACY (README.md, Configuration): the
   JPEG (a base64 data URL) and the question go only to a host on the allow-list -- loopback by default, more
@@ -35,8 +35,8 @@ import polars as pl
 from ehrxqa_pipeline.config import ENVIRONMENT
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import Answer, ImageRef, VqaModule, ask, image_path
-from ehrxqa_pipeline.questions.vqa_programs import VqaLabels, answers, prepare_labels
-from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import VqaLabels, answers, prepare_labels
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES
 from ehrxqa_pipeline.vqa.predictions import Predictions
 
 __all__ = ["HostNotAllowedError", "LabelModule", "OpenAIVisionModule", "ReferenceModule",

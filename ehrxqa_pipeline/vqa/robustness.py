@@ -29,8 +29,8 @@ from ehrxqa_pipeline.paraphrase.pools import SPLIT_SIDE
 from ehrxqa_pipeline.paraphrase.templates import MIMIC_CXR_VQA
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import VqaModule, ask
-from ehrxqa_pipeline.questions.vqa_records import phrasing_expr
-from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import phrasing_expr
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES
 from ehrxqa_pipeline.rng import generator
 
 STEP = "vqa.robustness"

@@ -30,7 +30,7 @@ import polars as pl
 from ehrxqa_pipeline.questions.ehrxqa.registry import BY_INDEX
 from ehrxqa_pipeline.questions.ehrxqa.stats import scope_axes
 from ehrxqa_pipeline.questions.neuralsql import NeuralSqlError, NeuralSqlExecutor, VqaModule, same_answer
-from ehrxqa_pipeline.questions.vqa_templates import ARGUMENT_COLUMNS, CONTENT_TYPES, SEMANTIC_TYPES, TEMPLATES
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import ARGUMENT_COLUMNS, CONTENT_TYPES, SEMANTIC_TYPES, TEMPLATES
 from ehrxqa_pipeline.vqa.metrics import (accuracy, auroc_by_group, execution_accuracy, micro_f1, relative_auroc)
 from ehrxqa_pipeline.vqa.predictions import Predictions
 

@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from ehrxqa_pipeline.demo.phantom import render_phantom, template_boxes, write_phantoms
-from ehrxqa_pipeline.demo.phantom_boxes import resolve_boxes
-from ehrxqa_pipeline.demo.phantom_motifs import CATEGORY_FALLBACK, MOTIFS, motif_for
+from ehrxqa_pipeline.demo.phantom.boxes import resolve_boxes
+from ehrxqa_pipeline.demo.phantom.motifs import CATEGORY_FALLBACK, MOTIFS, motif_for
 from ehrxqa_pipeline.sources.schema import image_relpath
 
 # One plausible object per attribute (where Chest ImaGenome reports it).

@@ -10,8 +10,8 @@ import pytest
 
 from ehrxqa_pipeline.questions.neuralsql import (ImageRef, OracleModule, OracleQuestionError, QuestionInverter,
                                                  image_path, normalise_answer, resolve_images)
-from ehrxqa_pipeline.questions.vqa_programs import answers
-from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES, render_question
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import answers
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES, render_question
 from tests.neuralsql import AF, DEV, DIS, SID, STUDIES, TA, TL
 
 SAMPLES = [  # two argument sets: plain names, and names with " and " / "/" and every category wording

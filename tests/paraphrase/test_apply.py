@@ -12,9 +12,9 @@ from ehrxqa_pipeline.paraphrase.placeholders import leftovers
 from ehrxqa_pipeline.paraphrase.pools import POOL_SCHEMA
 from ehrxqa_pipeline.paraphrase.split import split_pool
 from ehrxqa_pipeline.paraphrase.templates import all_templates, ehrxqa_templates
-from ehrxqa_pipeline.questions.vqa_records import build_records
-from ehrxqa_pipeline.questions.vqa_sampling import sample_vqa
-from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import build_records
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.sampling import sample_vqa
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES
 from ehrxqa_pipeline.questions.wording import PLACEHOLDER, fill, placeholder_name
 from ehrxqa_pipeline.rng import generator
 from tests.questions import vqa_fixture

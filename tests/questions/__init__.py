@@ -67,7 +67,7 @@ def vqa_fixture(n_images: int = 300, seed: int = 0, splits=("train", "valid", "t
 
 def expected_answer(key: str, pos: set[tuple[str, str]], img: dict, a: dict, category: dict[str, str]) -> list[str]:
     """Plain-Python statement of each program over one image's positives {(object, attribute)}, written
-    independently of ehrxqa_pipeline.questions.vqa_programs (the oracle the tests compare it against)."""
+    independently of ehrxqa_pipeline.questions.mimic_cxr_vqa.programs (the oracle the tests compare it against)."""
     ABN = {"anatomicalfinding", "disease", "device", "tubesandlines"}
     o1, o2, a1, a2, c1, c2 = (a.get(k) for k in ("object_1", "object_2", "attribute_1", "attribute_2",
                                                 "category_1", "category_2"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ehrxqa_pipeline.questions.vqa_programs import answer_vocabulary, answers, prepare_labels, with_answers
-from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES, get_template
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import answer_vocabulary, answers, prepare_labels, with_answers
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES, get_template
 from tests.questions import pairs_frame
 
 AF, DIS, TA, TL, DEV = "anatomicalfinding", "disease", "technicalassessment", "tubesandlines", "device"

@@ -7,9 +7,9 @@ import json
 import polars as pl
 import pytest
 
-from ehrxqa_pipeline.questions.vqa_records import RECORD_FIELDS, build_records, record_frame, write_split_json
-from ehrxqa_pipeline.questions.vqa_sampling import SamplingConfig, sample_vqa
-from ehrxqa_pipeline.questions.vqa_templates import ARGUMENT_COLUMNS, TEMPLATES
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import RECORD_FIELDS, build_records, record_frame, write_split_json
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.sampling import SamplingConfig, sample_vqa
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import ARGUMENT_COLUMNS, TEMPLATES
 from tests.questions import vqa_fixture
 
 

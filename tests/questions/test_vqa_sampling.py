@@ -5,10 +5,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ehrxqa_pipeline.questions.vqa_programs import answer_vocabulary
-from ehrxqa_pipeline.questions.vqa_sampling import DEFAULT_TARGETS, SamplingConfig, paper_targets, sample_vqa
-from ehrxqa_pipeline.questions.vqa_stats import answer_entropy
-from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES, get_template
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import answer_vocabulary
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.sampling import DEFAULT_TARGETS, SamplingConfig, paper_targets, sample_vqa
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.stats import answer_entropy
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES, get_template
 from tests.questions import CATEGORY, POSSIBLE, expected_answer, vqa_fixture
 
 ABN = {"anatomicalfinding", "disease", "device", "tubesandlines"}

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.questions.vqa_records import build_records, record_frame
-from ehrxqa_pipeline.questions.vqa_sampling import SamplingConfig, VqaSample, sample_vqa
-from ehrxqa_pipeline.questions.vqa_stats import (
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import build_records, record_frame
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.sampling import SamplingConfig, VqaSample, sample_vqa
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.stats import (
     answer_entropy, by_content_type, by_semantic_type, entropy_bits, frame_from_records, overall, render_markdown)
-from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES
 from tests.questions import vqa_fixture
 
 FRAME = pl.DataFrame({

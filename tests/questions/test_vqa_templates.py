@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from ehrxqa_pipeline.questions.vqa_templates import (
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import (
     ARGUMENT_COLUMNS, SLOT_COLUMNS, TEMPLATE_BY_KEY, TEMPLATES, get_template, render_question)
 
 KEYS = ("base_1 base_2 base_abn_1 base_4 base_5 base_6 base_9 base_abn_2 base_10 base_11 base_abn_3 base_abn_4 "

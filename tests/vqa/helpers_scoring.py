@@ -15,8 +15,8 @@ from pathlib import Path
 
 import polars as pl
 
-from ehrxqa_pipeline.questions.vqa_programs import prepare_labels
-from ehrxqa_pipeline.questions.vqa_templates import ARGUMENT_COLUMNS
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import prepare_labels
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import ARGUMENT_COLUMNS
 from ehrxqa_pipeline.vqa.predictions import IMAGES_SCHEMA, RELATIONS_SCHEMA, Predictions
 from tests.ehrxqa import AFFIRMED, POOL, STUDIES, build_db
 from tests.ehrxqa.table_db import build_table_db

@@ -1,7 +1,7 @@
 """The 168 EHRXQA image-related templates (paper Table C11) as data, built compositionally.
 
 A template = a study reference (paper Table C10) or a question form over many studies + one embedded
-MIMIC-CXR-VQA template (``questions.vqa_templates``). Families and their indices (reference-builders.md 6.1):
+MIMIC-CXR-VQA template (``questions.mimic_cxr_vqa.templates``). Families and their indices (reference-builders.md 6.1):
 - IMAGE-SINGLE-1 (84): 1000-1047 "given the [exact1] study of patient {patient_id} [global1], <vqa>" and
   1100-1147 "given the study {study_id}, <vqa>" -- VQA programs 1-40 at +(program-1), CTR at +46, MTR at +47;
 - IMAGE-SINGLE-2 (48): 12 comparison forms x 4 reference pairs: 2000 time/time, 2100 time/previous,
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from ehrxqa_pipeline.questions.ehrxqa import slots
 from ehrxqa_pipeline.questions.ehrxqa.vqa_gold import SUPPORTED, gold_vqa
-from ehrxqa_pipeline.questions.vqa_templates import (EHRXQA_ANY_ABNORMALITY, EHRXQA_WORDING, SLOT_COLUMNS,
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import (EHRXQA_ANY_ABNORMALITY, EHRXQA_WORDING, SLOT_COLUMNS,
                                                      category_names, get_template)
 from ehrxqa_pipeline.questions.wording import PLACEHOLDER, fill, placeholder_name
 

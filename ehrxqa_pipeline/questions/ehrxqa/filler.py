@@ -35,7 +35,7 @@ from ehrxqa_pipeline.questions.ehrxqa.registry import CATALOG
 from ehrxqa_pipeline.questions.ehrxqa.slots import AGE_GROUP, IMAGE_EXACT, UNIT_COUNT, TimeFilter, WithinFilter
 from ehrxqa_pipeline.questions.ehrxqa.table_draws import draw_table
 from ehrxqa_pipeline.questions.neuralsql import normalise_rows, postprocess_query
-from ehrxqa_pipeline.questions.vqa_templates import get_template
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import get_template
 from ehrxqa_pipeline.rng import generator
 
 __all__ = ["FilledItem", "ImageFiller", "fill_items", "run_sql"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ehrxqa_pipeline.questions.ehrxqa import slots
 from ehrxqa_pipeline.questions.ehrxqa.catalog import _VSLOT, slot_words
 from ehrxqa_pipeline.questions.ehrxqa.registry import modality
-from ehrxqa_pipeline.questions.vqa_templates import SLOT_COLUMNS
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import SLOT_COLUMNS
 
 DB_PLACEHOLDER = re.compile(r"(?<!\$)\{(\w+)\}")  # {patient_id}, not the visual ${object}
 STUDY_KEYS = {"IMAGE-SINGLE-1": ("study_id",), "IMAGE-SINGLE-2": ("study_id1", "study_id2")}  # resolved_value keys

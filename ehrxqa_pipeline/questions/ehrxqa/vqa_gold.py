@@ -6,14 +6,14 @@ expression ``sid`` (a column such as ``t1.study_id`` or a scalar subquery):
 - ``("bool", expr)`` for verify templates: a 1/0 SQL expression (NULL for a size ratio the sheet lacks);
 - ``("rows", query)`` for choose / query templates: a SELECT (possibly a compound) with one column of
   distinct names.
-The semantics are those of ``questions.vqa_programs`` (the oracle's answers): "pos" = a TB_CXR_PLUS row of
+The semantics are those of ``questions.mimic_cxr_vqa.programs`` (the oracle's answers): "pos" = a TB_CXR_PLUS row of
 the study with relation = 1; abnormality = category in ABN4; CTR > 1/2, MTR > 1/3; a choose template
 answers the subset of the two offered options that holds.
 """
 
 from __future__ import annotations
 
-from ehrxqa_pipeline.questions.vqa_templates import ABN4, get_template
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import ABN4, get_template
 
 ABN = "ABN"  # marker: the ABN4 categories
 _ABN_SQL = "(" + ", ".join(f"'{c}'" for c in sorted(ABN4)) + ")"

@@ -1,9 +1,9 @@
 """The oracle VQA module: answers FUNC_VQA questions from the answer sheet TB_CXR_PLUS.
 
 It maps each question back to one of the 48 MIMIC-CXR-VQA templates and its arguments
-(``QuestionInverter``, in the paper's or EHRXQA's wording, ``vqa_templates.wordings``; matching is
+(``QuestionInverter``, in the paper's or EHRXQA's wording, ``mimic_cxr_vqa.templates.wordings``; matching is
 case-insensitive since EHRXQA stores questions lower-cased) and answers
-with that template's program (``vqa_programs.answers``) over the study's labels, so oracle answers and
+with that template's program (``mimic_cxr_vqa.programs.answers``) over the study's labels, so oracle answers and
 MIMIC-CXR-VQA answers cannot disagree. Grain of the loaded labels: one row per affirmed (image, object,
 attribute) of TB_CXR_PLUS (relation = 1); the pair pool is every (object, attribute, category) the sheet
 lists; view position, CTR/MTR per image from the sheet, gender from PATIENTS.
@@ -30,8 +30,8 @@ import polars as pl
 
 from ehrxqa_pipeline.questions.neuralsql.errors import OracleQuestionError
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import Answer, ImageRef
-from ehrxqa_pipeline.questions.vqa_programs import VqaLabels, answers, prepare_labels
-from ehrxqa_pipeline.questions.vqa_templates import (CATEGORIES, GENDER_TEXT, SLOT_COLUMNS, TEMPLATES,
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import VqaLabels, answers, prepare_labels
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import (CATEGORIES, GENDER_TEXT, SLOT_COLUMNS, TEMPLATES,
                                                      VIEW_POSITIONS, VqaTemplate, category_names, get_template,
                                                      wordings)
 
@@ -62,7 +62,7 @@ class QuestionInverter:
                         pieces.append(lit)
                     continue
                 kind = SLOT_COLUMNS[part].rsplit("_", 1)[0] if part not in ("viewpos", "gender") else part
-                if kind == "category":  # the wording vqa_templates renders: singular after "which"
+                if kind == "category":  # the wording mimic_cxr_vqa.templates renders: singular after "which"
                     names = category_names(parts[i - 1])
                     options = {names[c].lower(): c for c in CATEGORIES}
                 else:
@@ -111,7 +111,7 @@ class QuestionInverter:
 
 
 def load_answer_sheet(conn: sqlite3.Connection, table: str = "tb_cxr_plus", patients: str = "patients") -> VqaLabels:
-    """Labels of every image of the answer sheet (``vqa_programs.prepare_labels`` inputs from SQLite);
+    """Labels of every image of the answer sheet (``mimic_cxr_vqa.programs.prepare_labels`` inputs from SQLite);
     ``patients`` names the table holding each subject's gender (e.g. ``db.patients`` when attached)."""
     def frame(sql: str, schema: dict) -> pl.DataFrame:
         return pl.DataFrame(conn.execute(sql).fetchall(), schema=schema, orient="row")

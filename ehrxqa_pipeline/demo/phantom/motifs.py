@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ehrxqa_pipeline.demo import phantom_devices as dv
-from ehrxqa_pipeline.demo import phantom_draw as dr
-from ehrxqa_pipeline.demo import phantom_regions as rg
-from ehrxqa_pipeline.demo.phantom_anatomy import Canvas
-from ehrxqa_pipeline.demo.phantom_boxes import side_of
+from ehrxqa_pipeline.demo.phantom import devices as dv
+from ehrxqa_pipeline.demo.phantom import draw as dr
+from ehrxqa_pipeline.demo.phantom import regions as rg
+from ehrxqa_pipeline.demo.phantom.anatomy import Canvas
+from ehrxqa_pipeline.demo.phantom.boxes import side_of
 from ehrxqa_pipeline.rng import generator
 
 KINDS: dict[str, Callable] = {

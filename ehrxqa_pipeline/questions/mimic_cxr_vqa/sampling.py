@@ -4,7 +4,7 @@ The paper (Appendix B.2.2, "dataset balancing") names three rules and publishes 
 our definition of them.
 
 1. Answers -- maximise each template's answer entropy. For every template we draw a candidate pool (see
-   ``vqa_arguments``: a uniformly random valid argument combination and one anchored on the image's own
+   ``mimic_cxr_vqa.arguments``: a uniformly random valid argument combination and one anchored on the image's own
    positives, per pool image), answer every candidate with its program, and group candidates into answer
    buckets (the exact answer list). Each image keeps one candidate, chosen with probability inversely
    proportional to its bucket's size (exponential race: Exp(1) x bucket size, smallest wins), so rare
@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.questions.vqa_arguments import argument_spaces, candidates
-from ehrxqa_pipeline.questions.vqa_programs import VqaLabels, answers, prepare_labels
-from ehrxqa_pipeline.questions.vqa_templates import ARGUMENT_COLUMNS, GENDERS, TEMPLATES, VIEW_POSITIONS, VqaTemplate
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.arguments import argument_spaces, candidates
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import VqaLabels, answers, prepare_labels
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import ARGUMENT_COLUMNS, GENDERS, TEMPLATES, VIEW_POSITIONS, VqaTemplate
 from ehrxqa_pipeline.rng import generator
 
 SPLITS = ("train", "valid", "test")

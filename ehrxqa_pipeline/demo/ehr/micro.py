@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.demo import ehr_vocab_orders as V
-from ehrxqa_pipeline.demo.ehr_util import (DAY, dt_series, expand, floor_min, num_series, rank_in_group, stratified,
+from ehrxqa_pipeline.demo.ehr import vocab_orders as V
+from ehrxqa_pipeline.demo.ehr.util import (DAY, dt_series, expand, floor_min, num_series, rank_in_group, stratified,
                                            table, take, uniform_int, unique_ids, weighted)
 from ehrxqa_pipeline.rng import generator
 

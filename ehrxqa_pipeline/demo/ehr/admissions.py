@@ -1,5 +1,5 @@
 """admissions (one row per hospital admission), transfers (one row per ward event) and icustays (one row
-per ICU stay) from the timeline of ehr_stays.
+per ICU stay) from the timeline of ehr.stays.
 
 Each admission gets a contiguous transfer chain: an ``ED`` row when it came through the emergency
 department, an ``admit`` row, 0-3 ``transfer`` rows and a ``discharge`` row (careunit and outtime null,
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.demo import ehr_vocab as V
-from ehrxqa_pipeline.demo.ehr_stays import Timeline
-from ehrxqa_pipeline.demo.ehr_util import (DAY, HOUR, dt_series, expand, floor_min, num_series, rank_in_group,
+from ehrxqa_pipeline.demo.ehr import vocab as V
+from ehrxqa_pipeline.demo.ehr.stays import Timeline
+from ehrxqa_pipeline.demo.ehr.util import (DAY, HOUR, dt_series, expand, floor_min, num_series, rank_in_group,
                                            table, take, unique_ids, weighted, year_of, year_start)
 from ehrxqa_pipeline.rng import generator
 

@@ -1,7 +1,7 @@
 """Phantom radiographs: deterministic synthetic chest X-rays for the demo source.
 
 Each image is drawn from its Chest ImaGenome boxes (anatomy where the boxes say) and its affirmed findings
-(one motif per attribute, drawn in that object's box; see phantom_motifs), then blurred, given a random
+(one motif per attribute, drawn in that object's box; see phantom.motifs), then blurred, given a random
 contrast/brightness and Gaussian + signal-dependent noise, and written as a baseline grayscale JPEG.
 Randomness is split into independent streams (anatomy, each finding, noise), so a finding changes only
 its own region and the bytes of one image never depend on any other image, worker count or order.
@@ -21,10 +21,10 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from ehrxqa_pipeline.demo.phantom_anatomy import Canvas, blur, draw_frontal
-from ehrxqa_pipeline.demo.phantom_boxes import TEMPLATE_BOXES, resolve_boxes
-from ehrxqa_pipeline.demo.phantom_lateral import draw_lateral
-from ehrxqa_pipeline.demo.phantom_motifs import draw_findings
+from ehrxqa_pipeline.demo.phantom.anatomy import Canvas, blur, draw_frontal
+from ehrxqa_pipeline.demo.phantom.boxes import TEMPLATE_BOXES, resolve_boxes
+from ehrxqa_pipeline.demo.phantom.lateral import draw_lateral
+from ehrxqa_pipeline.demo.phantom.motifs import draw_findings
 from ehrxqa_pipeline.rng import generator, step_seed
 from ehrxqa_pipeline.sources.schema import image_relpath
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.demo.ehr_util import (DAY, HOUR, MINUTE, ceil_min, floor_min, free_gaps, group_rank,
+from ehrxqa_pipeline.demo.ehr.util import (DAY, HOUR, MINUTE, ceil_min, floor_min, free_gaps, group_rank,
                                            lognormal_secs, place_in_gaps, uniform_int, weighted, year_start)
 from ehrxqa_pipeline.rng import generator
 

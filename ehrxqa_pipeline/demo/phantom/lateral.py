@@ -5,8 +5,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from ehrxqa_pipeline.demo.phantom_anatomy import Canvas, blur, p16, pts, smooth_noise
-from ehrxqa_pipeline.demo.phantom_draw import spline
+from ehrxqa_pipeline.demo.phantom.anatomy import Canvas, blur, p16, pts, smooth_noise
+from ehrxqa_pipeline.demo.phantom.draw import spline
 
 _BODY = [(0.3, -0.05), (0.64, -0.05), (0.72, 0.08), (0.94, 0.18), (0.98, 1.05), (0.05, 1.05), (0.07, 0.35),
          (0.16, 0.16)]

@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.demo import ehr_vocab_orders as V
-from ehrxqa_pipeline.demo.ehr_icd import IcdDictionaries
-from ehrxqa_pipeline.demo.ehr_util import (DAY, MINUTE, date_series, dt_series, expand, floor_min, lognormal_secs,
+from ehrxqa_pipeline.demo.ehr import vocab_orders as V
+from ehrxqa_pipeline.demo.ehr.icd import IcdDictionaries
+from ehrxqa_pipeline.demo.ehr.util import (DAY, MINUTE, date_series, dt_series, expand, floor_min, lognormal_secs,
                                            stratified, table, take, uniform_int, unique_ids, weighted)
 from ehrxqa_pipeline.rng import generator
 

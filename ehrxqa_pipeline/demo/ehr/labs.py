@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.demo import ehr_vocab as V
-from ehrxqa_pipeline.demo.ehr_util import (DAY, HOUR, MINUTE, dt_series, expand, floor_min, free_gaps, num_series,
+from ehrxqa_pipeline.demo.ehr import vocab as V
+from ehrxqa_pipeline.demo.ehr.util import (DAY, HOUR, MINUTE, dt_series, expand, floor_min, free_gaps, num_series,
                                            place_in_gaps, rank_in_group, stratified, table, take,
                                            uniform_int, unique_ids, weighted)
 from ehrxqa_pipeline.rng import generator

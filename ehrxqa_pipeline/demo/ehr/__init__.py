@@ -18,7 +18,7 @@ Grains (as in the real release):
   outputevents        one row per ICU output measurement (stay_id, charttime, itemid)
   d_items             one row per ICU item (itemid)
 
-Admissions are built around the X-ray studies (ehr_stays), so the transfers-based study -> admission link
+Admissions are built around the X-ray studies (ehr.stays), so the transfers-based study -> admission link
 of the database build finds one admission for most studies, none for ED-only and outpatient studies, and
 two overlapping rows for a planted few. Each random step draws from its own generator
 ``rng.generator(seed, "ehr.<step>")``.
@@ -29,16 +29,16 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.demo import ehr_vocab as V
-from ehrxqa_pipeline.demo.ehr_admissions import make_stays
-from ehrxqa_pipeline.demo.ehr_icd import make_icd_dictionaries
-from ehrxqa_pipeline.demo.ehr_icu import d_items, make_chartevents, make_inputevents, make_outputevents
-from ehrxqa_pipeline.demo.ehr_labs import d_labitems, make_labevents, outpatient_slots
-from ehrxqa_pipeline.demo.ehr_micro import make_microbiologyevents
-from ehrxqa_pipeline.demo.ehr_orders import make_diagnoses, make_prescriptions, make_procedures
-from ehrxqa_pipeline.demo.ehr_planted import planted_counts
-from ehrxqa_pipeline.demo.ehr_stays import build_timeline
-from ehrxqa_pipeline.demo.ehr_util import DAY, table
+from ehrxqa_pipeline.demo.ehr import vocab as V
+from ehrxqa_pipeline.demo.ehr.admissions import make_stays
+from ehrxqa_pipeline.demo.ehr.icd import make_icd_dictionaries
+from ehrxqa_pipeline.demo.ehr.icu import d_items, make_chartevents, make_inputevents, make_outputevents
+from ehrxqa_pipeline.demo.ehr.labs import d_labitems, make_labevents, outpatient_slots
+from ehrxqa_pipeline.demo.ehr.micro import make_microbiologyevents
+from ehrxqa_pipeline.demo.ehr.orders import make_diagnoses, make_prescriptions, make_procedures
+from ehrxqa_pipeline.demo.ehr.planted import planted_counts
+from ehrxqa_pipeline.demo.ehr.stays import build_timeline
+from ehrxqa_pipeline.demo.ehr.util import DAY, table
 from ehrxqa_pipeline.demo.scale import Scale
 from ehrxqa_pipeline.demo.withheld import withhold
 from ehrxqa_pipeline.rng import generator

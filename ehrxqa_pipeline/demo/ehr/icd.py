@@ -1,6 +1,6 @@
 """The ICD dictionaries d_icd_diagnoses / d_icd_procedures (grain: one row per (icd_code, icd_version)).
 
-Real common codes (ehr_icd_codes) plus a generated long tail, in both ICD-9 and ICD-10. The dictionaries
+Real common codes (ehr.icd_codes) plus a generated long tail, in both ICD-9 and ICD-10. The dictionaries
 keep the two traps of the real ones: code strings present in both versions with different titles, and
 titles shared by several codes. The billing tables sample codes from the pools returned here.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.demo import ehr_icd_codes as codes
-from ehrxqa_pipeline.demo.ehr_util import table
+from ehrxqa_pipeline.demo.ehr import icd_codes as codes
+from ehrxqa_pipeline.demo.ehr.util import table
 
 TAIL_WEIGHT = 0.15  # weight of each generated code (real codes weigh 0.1-10)
 SHARED_PCS_TITLES = 3  # generated ICD-10-PCS codes that reuse another generated code's title

@@ -2,7 +2,7 @@
 per-template answer entropy against the entropy an unbalanced (uniform-random) sample would have.
 
 Table inputs are a frame with columns split, image_id, question, content_type, semantic_type, answer
-(``vqa_records.record_frame`` gives it; ``frame_from_records`` builds it from record dicts). Counts:
+(``mimic_cxr_vqa.records.record_frame`` gives it; ``frame_from_records`` builds it from record dicts). Counts:
 images = distinct image_id, questions = distinct question strings, answers = distinct answer lists,
 samples = rows. Entropy is in bits over the exact answer list of each question.
 """
@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.questions.vqa_sampling import ANSWER_SEP, SPLITS, VqaSample
-from ehrxqa_pipeline.questions.vqa_templates import CONTENT_TYPES, SEMANTIC_TYPES, TEMPLATES
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.sampling import ANSWER_SEP, SPLITS, VqaSample
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import CONTENT_TYPES, SEMANTIC_TYPES, TEMPLATES
 from ehrxqa_pipeline.markdown import table
 from ehrxqa_pipeline.rng import generator
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.questions.vqa_templates import ABN4, CATEGORIES, GENDER_TEXT, VqaTemplate, get_template
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import ABN4, CATEGORIES, GENDER_TEXT, VqaTemplate, get_template
 
 ANSWER_WORDS = ("yes", "no", "ap", "pa", "f", "m", "female", "male")
 _ABN = "ABN"  # marker: match the ABN4 categories instead of category columns

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ehrxqa_pipeline.demo.ehr_icd import shared_titles, version_collisions
+from ehrxqa_pipeline.demo.ehr.icd import shared_titles, version_collisions
 
 
 def minority_unit_rows(df: pl.DataFrame, unit: str) -> int:

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from ehrxqa_pipeline.demo.boxes import SIZE
-from ehrxqa_pipeline.demo.imagenome_findings import ATT, CATEGORIES, OBJ
+from ehrxqa_pipeline.demo.imagenome.findings import ATT, CATEGORIES, OBJ
 from ehrxqa_pipeline.demo.ontology import BOX_OBJECTS, cui
 from ehrxqa_pipeline.sources.schema import TABLES
 

@@ -24,9 +24,9 @@ import polars as pl
 from ehrxqa_pipeline.demo.boxes import RATIO_BOXES, SIZE, fit_inside, make_boxes, ratios, width_params
 from ehrxqa_pipeline.demo.cohort import MAX_STUDY_ORDER, Cohort
 from ehrxqa_pipeline.demo.cxr_metadata import EXTRA, PRIMARY, image_book
-from ehrxqa_pipeline.demo.imagenome_findings import ATT, OBJ, UNKNOWN, A, O, sample_truth, study_flags
-from ehrxqa_pipeline.demo.imagenome_relations import TAG_AFF_FIRST, TAG_IMPOSSIBLE, TAG_NEG_FIRST, write_relations
-from ehrxqa_pipeline.demo.imagenome_tables import (gold_bbox_frame, relations_frame, silver_bbox_frame,
+from ehrxqa_pipeline.demo.imagenome.findings import ATT, OBJ, UNKNOWN, A, O, sample_truth, study_flags
+from ehrxqa_pipeline.demo.imagenome.relations import TAG_AFF_FIRST, TAG_IMPOSSIBLE, TAG_NEG_FIRST, write_relations
+from ehrxqa_pipeline.demo.imagenome.tables import (gold_bbox_frame, relations_frame, silver_bbox_frame,
                                                    truth_boxes_frame)
 from ehrxqa_pipeline.demo.ontology import (BOX_OBJECTS, REMOVED_ATTRIBUTES, REMOVED_OBJECTS, closed_possible,
                                            label_pair_count)

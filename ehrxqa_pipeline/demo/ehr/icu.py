@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.demo import ehr_vocab_icu as V
-from ehrxqa_pipeline.demo.ehr_util import (HOUR, MINUTE, dt_series, floor_min, num_series, stratified, table, take,
+from ehrxqa_pipeline.demo.ehr import vocab_icu as V
+from ehrxqa_pipeline.demo.ehr.util import (HOUR, MINUTE, dt_series, floor_min, num_series, stratified, table, take,
                                            uniform_int, unique_ids, weighted)
 from ehrxqa_pipeline.rng import generator
 

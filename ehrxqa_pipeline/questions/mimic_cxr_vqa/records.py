@@ -21,7 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from ehrxqa_pipeline.atomic import write_json
-from ehrxqa_pipeline.questions.vqa_templates import (ARGUMENT_KINDS, GENDER_TEXT, SLOT_COLUMNS, TEMPLATES,
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import (ARGUMENT_KINDS, GENDER_TEXT, SLOT_COLUMNS, TEMPLATES,
                                                      VqaTemplate, category_names, question_expr)
 
 RECORD_FIELDS = ("split", "idx", "subject_id", "study_id", "image_id", "image_path", "question", "semantic_type",

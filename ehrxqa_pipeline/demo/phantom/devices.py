@@ -9,8 +9,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from ehrxqa_pipeline.demo.phantom_anatomy import p16, pts
-from ehrxqa_pipeline.demo.phantom_draw import Win, blob, ramp, sev, spline
+from ehrxqa_pipeline.demo.phantom.anatomy import p16, pts
+from ehrxqa_pipeline.demo.phantom.draw import Win, blob, ramp, sev, spline
 
 AA = cv2.LINE_AA
 

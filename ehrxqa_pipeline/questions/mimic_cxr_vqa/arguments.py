@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.questions.vqa_programs import VqaLabels, positives_of
-from ehrxqa_pipeline.questions.vqa_templates import ABN4, GENDERS, TEMPLATES, VIEW_POSITIONS, VqaTemplate
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import VqaLabels, positives_of
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import ABN4, GENDERS, TEMPLATES, VIEW_POSITIONS, VqaTemplate
 
 # Conjunctive templates: slot filled by the second positive, and the positive column both must share.
 SECOND_SEED = {"base_5": ("attribute_2", "object"), "base_abn_4": ("object_2", None),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.demo.imagenome_findings import (ABNORMAL, CAT_CODE, CATEGORIES, IMPOSSIBLE_NEGATED, NORMAL,
+from ehrxqa_pipeline.demo.imagenome.findings import (ABNORMAL, CAT_CODE, CATEGORIES, IMPOSSIBLE_NEGATED, NORMAL,
                                                      UNKNOWN, A, O, _expand, ancestor_pairs)
 
 TAG_PLAIN, TAG_NEG_FIRST, TAG_AFF_FIRST, TAG_IMPOSSIBLE = 0, 1, 2, 3

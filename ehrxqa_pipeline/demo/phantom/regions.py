@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ehrxqa_pipeline.demo.phantom_anatomy import blur, heart_polygon
-from ehrxqa_pipeline.demo.phantom_draw import Win, blob, ramp, sev, spline
+from ehrxqa_pipeline.demo.phantom.anatomy import blur, heart_polygon
+from ehrxqa_pipeline.demo.phantom.draw import Win, blob, ramp, sev, spline
 
 
 def pleural_fluid(w: Win, rng, form: str, dens: float) -> None:

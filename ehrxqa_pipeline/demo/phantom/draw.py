@@ -10,10 +10,10 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from ehrxqa_pipeline.demo.phantom_anatomy import Canvas, blur, p16, pts, smooth_noise
+from ehrxqa_pipeline.demo.phantom.anatomy import Canvas, blur, p16, pts, smooth_noise
 
 
-AIR = 0.32  # density the lung's air takes away from soft tissue (phantom_anatomy)
+AIR = 0.32  # density the lung's air takes away from soft tissue (phantom.anatomy)
 
 
 class Win:

@@ -1,0 +1,1 @@
+"""MIMIC-CXR-VQA question templates, their programs and arguments, sampling, records and statistics."""
