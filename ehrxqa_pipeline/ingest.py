@@ -1,8 +1,9 @@
 """Source file -> typed DuckDB table, with refused rows quarantined under a reason.
 
 The reader's lazy scan is typed, tagged with each row's refusal reason (contract rules), streamed to a
-Parquet staging file, then loaded into DuckDB where duplicate keys are found. Valid rows go to
-``<group>.<table>`` and refused rows to ``<group>.<table>_rejected`` in one transaction, so a failure
+Parquet staging file, then loaded into DuckDB where duplicate keys are found (a ``filters.Rule`` after the
+contract's). ``filters.write_split`` writes valid rows to ``<group>.<table>`` and refused rows to
+``<group>.<table>_rejected`` in one transaction, so a failure
 leaves the previous materialization intact and readers never see half a table. Refused rows are either
 bad input (quarantined) or out of scope (``out_of_scope:<rule>``, a contract scope rule); the result
 counts the two apart.
@@ -16,9 +17,11 @@ from pathlib import Path
 import duckdb
 
 from ehrxqa_pipeline.contracts import Contract, reason_expr, split_reasons
+from ehrxqa_pipeline.filters import Rule, reason_sql, write_split
 from ehrxqa_pipeline.names import rejected
 from ehrxqa_pipeline.sources.files import quoting
 from ehrxqa_pipeline.sources.readers import scan_table
+from ehrxqa_pipeline.warehouse import transaction
 
 HELPER_COLUMNS = ("_row", "_parse_error", "_reason", "reason")
 
@@ -56,36 +59,27 @@ def ingest_table(con: duckdb.DuckDBPyConnection, root: Path, contract: Contract,
     lf.with_columns(reason_expr(contract, present)).sink_parquet(stage)
 
     key = [k for k in contract.primary_key if k in present]
+    reason = "_reason"  # the contract's rules (reason_expr), then the primary key
     if key:
-        # The first row of a key (in file order) is kept; later ones are quarantined as duplicates.
         partition = ", ".join(quote(k) for k in key)
-        reason_sql = (f"CASE WHEN _reason IS NULL AND row_number() OVER (PARTITION BY {partition}, "
-                      f"_reason IS NULL ORDER BY _row) > 1 THEN 'duplicate_key' ELSE _reason END")
-    else:
-        reason_sql = "_reason"
+        duplicate = Rule("duplicate_key", f"row_number() OVER (PARTITION BY {partition}, _reason IS NULL "
+                         f"ORDER BY _row) > 1", "a key names one row: its first valid row in file order is kept")
+        reason = f"coalesce(_reason, {reason_sql([duplicate])})"
     data_cols = ", ".join(quote(c) for c in present if c not in HELPER_COLUMNS)
-    target, quarantine = f"{schema}.{quote(table)}", f"{schema}.{quote(rejected(table))}"
     staged = f"__staged_{table}"
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {staged} AS SELECT *, {reason_sql} AS reason "
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {staged} AS SELECT *, {reason} AS reason "
                 f"FROM read_parquet('{stage}')")
     try:
-        con.execute("BEGIN TRANSACTION")
-        con.execute(f"CREATE OR REPLACE TABLE {target} AS SELECT {data_cols} FROM {staged} "
-                    f"WHERE reason IS NULL ORDER BY _row")
-        con.execute(f"CREATE OR REPLACE TABLE {quarantine} AS SELECT _row AS source_row, reason, "
-                    f"_parse_error AS detail, {data_cols} FROM {staged} WHERE reason IS NOT NULL ORDER BY _row")
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+        with transaction(con):
+            rows, reasons = write_split(
+                con, staged, kept=f"{schema}.{quote(table)}", kept_columns=data_cols, kept_order="_row",
+                rejected=f"{schema}.{quote(rejected(table))}", rejected_order="_row",
+                rejected_columns=f"_row AS source_row, reason, _parse_error AS detail, {data_cols}")
     finally:
         con.execute(f"DROP TABLE IF EXISTS {staged}")
         stage.unlink(missing_ok=True)
 
-    rows = con.execute(f"SELECT count(*) FROM {target}").fetchone()[0]
-    reasons = dict(con.execute(f"SELECT reason, count(*) FROM {quarantine} GROUP BY reason ORDER BY reason")
-                   .fetchall())
     columns = [(r[0], r[1]) for r in con.execute(
         "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
         "AND table_name = ? ORDER BY ordinal_position", [schema, table]).fetchall()]

@@ -11,9 +11,9 @@ Steps (reference-builders.md 3.3 with defects 4-6 fixed), all on the rows of ``r
 cohort's raw relations (silver and gold alike; gold is refined from raw gold rows, never from a refined
 table -- defect 5):
 
-1. Row filters, first matching reason wins (``RefineResult.dropped_rows``): ``nlp`` (categoryID nlp),
-   ``unknown_bbox`` (bbox ``unknown``), ``not_in_ontology`` (bbox not a report object or label not a
-   target-category attribute), ``impossible_pair`` ((bbox, label) outside the possible pairs INCLUDING
+1. Row filters (``ROW_RULES``), first matching reason wins (``RefineResult.dropped_rows``): ``nlp``
+   (categoryID nlp), ``unknown_bbox`` (bbox ``unknown``), ``not_in_ontology`` (bbox not a report object or
+   label not a target-category attribute), ``impossible_pair`` ((bbox, label) outside the possible pairs INCLUDING
    the removed labels -- an NLP mislocation implies nothing, not even at its ancestors; the published order
    propagates first, so a mislocated child could make a possible parent positive). Dropped rows can be
    written to ``rejected_table`` with their reason.
@@ -44,8 +44,20 @@ import duckdb
 import polars as pl
 
 from ehrxqa_pipeline.cxr.ontology import Ontology
+from ehrxqa_pipeline.filters import Rule, reason_sql, reasons_of, tally
 
-DROP_REASONS: tuple[str, ...] = ("nlp", "unknown_bbox", "not_in_ontology", "impossible_pair")
+# Row filters over a relation row (is_nlp, bbox, label_name) joined to the ontology's report objects (o),
+# target-category attributes (a) and possible pairs (f); the first that holds is the row's drop reason.
+ROW_RULES = (
+    Rule("nlp", "is_nlp", "nlp rows are report-level normal/abnormal summaries, not an object's finding"),
+    Rule("unknown_bbox", "bbox = 'unknown'", "a finding without an anatomical location has no object to ask of"),
+    Rule("not_in_ontology", "o.object IS NULL OR a.attribute IS NULL",
+         "the bbox is no report object or the label no target-category attribute"),
+    Rule("impossible_pair", "f.object IS NULL", "an NLP mislocation (a pair the ontology rules out) implies "
+                                                "nothing, not even at its ancestors"),
+)
+DROP_REASONS: tuple[str, ...] = reasons_of(ROW_RULES)
+IS_NLP = "coalesce(categoryID = 'nlp', FALSE)"
 LABEL_COLUMNS = ("image_id", "object", "attribute")  # out_table, sorted by these
 
 
@@ -130,12 +142,10 @@ def _classify_sql(t: dict[str, str], relations: str) -> str:
     """Rows grouped per (image, bbox, label, nlp flag) with their drop reason and last-sentence facts."""
     return f"""
         WITH r AS (
-            SELECT image_id, study_id, bbox, label_name, coalesce(categoryID = 'nlp', FALSE) AS is_nlp,
+            SELECT image_id, study_id, bbox, label_name, {IS_NLP} AS is_nlp,
                    coalesce(relation = 1, FALSE) AS aff, coalesce(sent_loc::DOUBLE, '-inf'::DOUBLE) AS s
             FROM ({relations}))
-        SELECT g.*, CASE WHEN g.is_nlp THEN 'nlp' WHEN g.bbox = 'unknown' THEN 'unknown_bbox'
-                         WHEN o.object IS NULL OR a.attribute IS NULL THEN 'not_in_ontology'
-                         WHEN f.object IS NULL THEN 'impossible_pair' END AS reason,
+        SELECT g.*, {reason_sql(ROW_RULES)} AS reason,
                coalesce(o.removed OR a.removed, FALSE) AS removed_label
         FROM (SELECT image_id, bbox, label_name, is_nlp, min(study_id) AS study_lo, max(study_id) AS study_hi,
                      count(*) AS n, count(*) FILTER (aff) AS n_aff, max(s) AS last_s,
@@ -179,9 +189,8 @@ def refine_labels(con: duckdb.DuckDBPyConnection, relations_sql: str, ontology: 
             row = con.execute(_COUNTS_SQL.format(cls=cls)).fetchone()
             names = [d[0] for d in con.description]
             counts = {k: int(v or 0) for k, v in zip(names, row)}
-            dropped = dict.fromkeys(DROP_REASONS, 0)
-            dropped.update({r: int(n) for r, n in con.execute(
-                f"SELECT reason, sum(n) FROM {cls} WHERE reason IS NOT NULL GROUP BY reason").fetchall()})
+            dropped = tally(dict(con.execute(
+                f"SELECT reason, sum(n) FROM {cls} WHERE reason IS NOT NULL GROUP BY reason").fetchall()), DROP_REASONS)
             # Propagation of affirmed keys to every (ancestor-or-self object, ancestor-or-self attribute).
             con.execute(f"""
                 CREATE TEMP TABLE {prop} AS
@@ -232,15 +241,12 @@ def refine_labels(con: duckdb.DuckDBPyConnection, relations_sql: str, ontology: 
 
 
 def _write_rejected(con: duckdb.DuckDBPyConnection, table: str, relations: str, t: dict[str, str]) -> None:
-    """The input rows that the row filters drop, with their reason (same rules as ``_classify_sql``)."""
+    """The input rows that the row filters drop, with their reason (the ``ROW_RULES`` of ``_classify_sql``)."""
     con.execute(f"""
         CREATE OR REPLACE TABLE {table} AS
-        SELECT * FROM (
-            SELECT r.*, CASE WHEN coalesce(r.categoryID = 'nlp', FALSE) THEN 'nlp'
-                             WHEN r.bbox = 'unknown' THEN 'unknown_bbox'
-                             WHEN o.object IS NULL OR a.attribute IS NULL THEN 'not_in_ontology'
-                             WHEN f.object IS NULL THEN 'impossible_pair' END AS reason
-            FROM ({relations}) r
+        SELECT * EXCLUDE (is_nlp) FROM (
+            SELECT r.*, {reason_sql(ROW_RULES)} AS reason
+            FROM (SELECT *, {IS_NLP} AS is_nlp FROM ({relations})) r
             LEFT JOIN {t['obj']} o ON r.bbox = o.object
             LEFT JOIN {t['att']} a ON r.label_name = a.attribute
             LEFT JOIN {t['full']} f ON r.bbox = f.object AND r.label_name = f.attribute)

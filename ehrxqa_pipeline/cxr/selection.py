@@ -30,10 +30,28 @@ from __future__ import annotations
 import duckdb
 
 from ehrxqa_pipeline.cxr.integrity import JPEG_FAILURES
+from ehrxqa_pipeline.filters import Rule, funnel, reason_sql, reasons_of, write_split
 
-SILVER_RULES = ("frontal_view", "one_image_per_study", "max_20_studies", "has_36_boxes",
-                "box_width_within_3sd", "not_gold_patient")
-GOLD_RULES = ("frontal_view", "one_image_per_study", "max_20_studies")
+# The rules in funnel order; each drops the images whose rule column (``image_rules``) is false.
+SILVER_RULES = (
+    Rule("frontal_view", "NOT frontal_view", "the questions are asked of frontal (AP or PA) images"),
+    Rule("one_image_per_study", "NOT one_image_per_study", "one image per study: its earliest frontal image"),
+    Rule("max_20_studies", "NOT max_20_studies", "at most 20 studies per patient, as published"),
+    Rule("has_36_boxes", "NOT has_36_boxes", "every question's object needs its detector box"),
+    Rule("box_width_within_3sd", "NOT box_width_within_3sd", "a box far wider or narrower than its peers is a "
+                                                               "detection error"),
+    Rule("not_gold_patient", "gold_patient", "gold patients are held out for the test set"),
+)
+GOLD_RULES = (Rule("not_gold_patient", "NOT gold_patient", "the gold cohort is the gold patients' images"),
+              *SILVER_RULES[:3])
+# Checks of a gold patient's gold image (g: its gold images, m: its image_rules row, f: the automatic pick)
+GOLD_IMAGE_CHECKS = (
+    Rule("several_gold_images", "g.n_gold_images > 1", "one gold image per patient is what the test set expects"),
+    Rule("gold_image_not_in_metadata", "m.dicom_id IS NULL", "the gold image must be a MIMIC-CXR image"),
+    Rule("gold_image_not_frontal", "NOT m.frontal_view", "the cohorts hold frontal images only"),
+    Rule("gold_image_not_first_study", "f.first_study IS NULL OR m.study_id <> f.first_study",
+         "the gold image replaces the StudyOrder-1 pick, so it must belong to that study"),
+)
 MAX_STUDY_ORDER = 20
 N_BOXES = 36
 WIDTH_SD = 3.0
@@ -91,15 +109,17 @@ def build_image_rules(con: duckdb.DuckDBPyConnection, schema: str = "cxr_cohort"
         GROUP BY 1)
     SELECT r.*, NOT coalesce(o.has_outlier, FALSE) AS box_width_within_3sd,
            NOT r.gold_patient AS not_gold_patient,
-           CASE {' '.join(f"WHEN NOT {rule} THEN '{rule}'" for rule in SILVER_RULES)} END AS silver_reason,
-           CASE WHEN NOT r.gold_patient THEN 'not_gold_patient'
-                {' '.join(f"WHEN NOT {rule} THEN '{rule}'" for rule in GOLD_RULES)} END AS gold_reason
+           {reason_sql(SILVER_RULES)} AS silver_reason, {reason_sql(GOLD_RULES)} AS gold_reason
     FROM (SELECT * FROM {schema}.image_rules) r LEFT JOIN outliers o USING (dicom_id)
     ORDER BY r.subject_id, r.study_datetime, r.study_id, r.dicom_id""")
 
 
 COHORT_COLUMNS = ("subject_id, study_id, dicom_id AS image_id, view_position, study_datetime, study_order, "
                   "n_rows, n_columns")
+# write_split's columns and order of a cohort and of its refused images
+_COHORT_TABLES = dict(kept_columns=COHORT_COLUMNS, kept_order="subject_id, study_order",
+                      rejected_columns="dicom_id AS image_id, subject_id, study_id, view_position, study_order, "
+                                       "reason", rejected_order="subject_id, study_datetime, dicom_id")
 
 
 def _jpeg_reason(check_jpegs: bool, schema: str, alias: str) -> tuple[str, str]:
@@ -117,11 +137,11 @@ def build_cohorts(con: duckdb.DuckDBPyConnection, check_jpegs: bool, schema: str
     con.execute(f"""
     CREATE OR REPLACE TEMP TABLE _silver AS
     SELECT r.*, coalesce(r.silver_reason, {jpeg}) AS reason FROM {schema}.image_rules r{join}""")
-    con.execute(f"CREATE OR REPLACE TABLE {schema}.silver AS SELECT {COHORT_COLUMNS} FROM _silver "
-                f"WHERE reason IS NULL ORDER BY subject_id, study_order")
-    con.execute(f"CREATE OR REPLACE TABLE {schema}.silver_rejected AS SELECT dicom_id AS image_id, subject_id, "
-                f"study_id, view_position, study_order, reason FROM _silver WHERE reason IS NOT NULL "
-                f"ORDER BY subject_id, study_datetime, dicom_id")
+    kept, silver_reasons = write_split(con, "_silver", kept=f"{schema}.silver", rejected=f"{schema}.silver_rejected",
+                                       **_COHORT_TABLES)
+    silver_funnel = funnel(kept + sum(silver_reasons.values()), silver_reasons,
+                           [*reasons_of(SILVER_RULES), *([("sound_jpeg", JPEG_FAILURES)] if check_jpegs else [])],
+                           start="all_images")
 
     # Gold first-study rule, checked per gold patient.
     con.execute(f"""
@@ -134,11 +154,7 @@ def build_cohorts(con: duckdb.DuckDBPyConnection, check_jpegs: bool, schema: str
         SELECT subject_id, study_id AS first_study, dicom_id AS auto_image FROM {schema}.image_rules
         WHERE gold_reason IS NULL AND study_order = 1)
     SELECT g.subject_id, g.gold_image, f.auto_image, f.first_study,
-           CASE WHEN g.n_gold_images > 1 THEN 'several_gold_images'
-                WHEN m.dicom_id IS NULL THEN 'gold_image_not_in_metadata'
-                WHEN NOT m.frontal_view THEN 'gold_image_not_frontal'
-                WHEN f.first_study IS NULL OR m.study_id <> f.first_study THEN 'gold_image_not_first_study'
-           END AS problem
+           {reason_sql(GOLD_IMAGE_CHECKS)} AS problem
     FROM gold_images g LEFT JOIN {schema}.image_rules m ON m.dicom_id = g.gold_image
     LEFT JOIN first_pick f ON f.subject_id = g.subject_id""")
     # Each gold patient's checked gold image takes the place of the automatic StudyOrder-1 pick.
@@ -157,23 +173,16 @@ def build_cohorts(con: duckdb.DuckDBPyConnection, check_jpegs: bool, schema: str
                 WHEN m.auto_first AND m.gold_image IS NOT NULL THEN 'replaced_by_gold_image'
                 ELSE coalesce(m.gold_reason, {jpeg}) END AS reason
     FROM marked m{join}""")
-    con.execute(f"CREATE OR REPLACE TABLE {schema}.gold AS SELECT {COHORT_COLUMNS} FROM _gold2 "
-                f"WHERE reason IS NULL ORDER BY subject_id, study_order")
-    con.execute(f"CREATE OR REPLACE TABLE {schema}.gold_rejected AS SELECT dicom_id AS image_id, subject_id, "
-                f"study_id, view_position, study_order, reason FROM _gold2 WHERE reason IS NOT NULL "
-                f"AND reason <> 'not_gold_patient' ORDER BY subject_id, study_datetime, dicom_id")
+    # the images of other patients are not part of the gold population: neither kept nor refused
+    _, gold_reasons = write_split(con, "(SELECT * FROM _gold2 WHERE reason IS DISTINCT FROM 'not_gold_patient')",
+                                  kept=f"{schema}.gold", rejected=f"{schema}.gold_rejected", **_COHORT_TABLES)
     checks = dict(con.execute("""
         SELECT 'gold_patients', count(*) FROM _gold_check UNION ALL
         SELECT 'gold_images_replacing_auto_pick', count(*) FROM _gold_check
             WHERE problem IS NULL AND gold_image <> auto_image UNION ALL
         SELECT 'gold_patients_failing_first_study_rule', count(*) FROM _gold_check WHERE problem IS NOT NULL
         """).fetchall())
-    silver_reasons = dict(con.execute("SELECT reason, count(*) FROM _silver WHERE reason IS NOT NULL "
-                                      "GROUP BY 1 ORDER BY 1").fetchall())
-    gold_reasons = dict(con.execute("SELECT reason, count(*) FROM _gold2 WHERE reason IS NOT NULL "
-                                    "AND reason <> 'not_gold_patient' GROUP BY 1 ORDER BY 1").fetchall())
-    funnels = {"silver": _funnel(con, "_silver", SILVER_RULES, check_jpegs),
-               "gold": _gold_funnel(con, schema)}
+    funnels = {"silver": silver_funnel, "gold": _gold_funnel(con, schema)}
     con.execute(f"CREATE OR REPLACE TABLE {schema}.funnel (cohort VARCHAR, step INTEGER, rule VARCHAR, "
                 "images BIGINT)")
     con.executemany(f"INSERT INTO {schema}.funnel VALUES (?, ?, ?, ?)",
@@ -186,26 +195,9 @@ def build_cohorts(con: duckdb.DuckDBPyConnection, check_jpegs: bool, schema: str
 
 def _gold_funnel(con, schema: str) -> list[tuple[str, int]]:
     """Rules 1-3 on the gold patients' images, then the cohort after the first-study rule (and JPEGs)."""
-    counts = dict(con.execute(f"SELECT gold_reason, count(*) FROM {schema}.image_rules GROUP BY 1").fetchall())
-    remaining = sum(counts.values())
-    out = [("all_images", remaining)]
-    for rule in ("not_gold_patient", *GOLD_RULES):
-        remaining -= counts.get(rule, 0)
-        out.append((rule, remaining))
+    met = dict(con.execute(f"SELECT gold_reason, count(*) FROM {schema}.image_rules GROUP BY 1").fetchall())
+    out = funnel(sum(met.values()), met, reasons_of(GOLD_RULES), start="all_images")
     out.append(("first_study_rule", con.execute(
         f"SELECT count(*) FROM _gold2 WHERE reason IS NULL OR reason IN {JPEG_FAILURES}").fetchone()[0]))
     out.append(("sound_jpeg", con.execute("SELECT count(*) FROM _gold2 WHERE reason IS NULL").fetchone()[0]))
-    return out
-
-
-def _funnel(con, table: str, rules: tuple[str, ...], check_jpegs: bool) -> list[tuple[str, int]]:
-    counts = dict(con.execute(f"SELECT reason, count(*) FROM {table} GROUP BY 1").fetchall())
-    remaining = sum(counts.values())
-    out = [("all_images", remaining)]
-    for rule in rules:
-        remaining -= counts.get(rule, 0)
-        out.append((rule, remaining))
-    if check_jpegs:
-        remaining -= sum(v for k, v in counts.items() if k in JPEG_FAILURES)
-        out.append(("sound_jpeg", remaining))
     return out

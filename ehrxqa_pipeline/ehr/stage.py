@@ -4,7 +4,8 @@ Every builder produces a SELECT with the table's columns (``row_id`` excepted) a
 (NULL = kept). ``materialize`` casts the columns to the declared types, lower-cases and strips every
 string (reference 5.3: all string cells, codes included), numbers the kept rows ``row_id`` 0..n-1 in a
 total order (the given keys, then every column, so only fully identical rows can tie and the contents are
-the same on every run), and writes the dropped rows with their reason to ``<build>.<table>_rejected``.
+the same on every run), and writes the dropped rows with their reason to ``<build>.<table>_rejected``
+(``filters.write_split``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import duckdb
 
 from ehrxqa_pipeline.ehr.ddl import DUCKDB_TYPES, Table
+from ehrxqa_pipeline.filters import write_split
 
 
 def cast_sql(table: Table, alias: str = "") -> list[str]:
@@ -35,14 +37,10 @@ def materialize(con: duckdb.DuckDBPyConnection, table: Table, staged_sql: str, s
     con.execute(f"CREATE OR REPLACE TEMP TABLE {stage} AS SELECT {', '.join(cast_sql(table))}, "
                 f"CAST(reason AS VARCHAR) AS reason FROM ({staged_sql})")
     order = ", ".join([*order_by, *[c for c in cols if c not in order_by]])
-    con.execute(f"""CREATE OR REPLACE TABLE {schema}.{table.name} AS
-        SELECT CAST(row_number() OVER (ORDER BY {order}) - 1 AS BIGINT) AS row_id, {', '.join(cols)}
-        FROM {stage} WHERE reason IS NULL ORDER BY row_id""")
-    con.execute(f"CREATE OR REPLACE TABLE {build}.{table.name}_rejected AS SELECT reason, {', '.join(cols)} "
-                f"FROM {stage} WHERE reason IS NOT NULL ORDER BY reason, {order}")
-    rows = con.execute(f"SELECT count(*) FROM {schema}.{table.name}").fetchone()[0]
-    reasons = dict(con.execute(f"SELECT reason, count(*) FROM {stage} WHERE reason IS NOT NULL "
-                               f"GROUP BY reason ORDER BY reason").fetchall())
+    rows, reasons = write_split(
+        con, stage, kept=f"{schema}.{table.name}", kept_order="row_id",
+        kept_columns=f"CAST(row_number() OVER (ORDER BY {order}) - 1 AS BIGINT) AS row_id, {', '.join(cols)}",
+        rejected=f"{build}.{table.name}_rejected", rejected_columns=f"reason, {', '.join(cols)}",
+        rejected_order=f"reason, {order}")
     con.execute(f"DROP TABLE {stage}")
-    return int(rows), {k: int(v) for k, v in reasons.items()}
-
+    return rows, reasons
