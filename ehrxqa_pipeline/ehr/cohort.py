@@ -4,7 +4,7 @@ Image sets (reference 5.1): the silver database uses the MIMIC-CXR-VQA *valid* s
 the gold database every study of the gold cohort (``cxr_cohort.gold``: StudyOrder <= 20, the gold image at
 StudyOrder 1). Study times are truncated to whole seconds.
 
-Admission rules, first failing reason wins (``<build>._admissions``):
+Admission rules, first failing reason wins (``admission_rules``, ``los_rule``; ``<build>._admissions``):
   ``discharge_before_admission``  dischtime < admittime (or a time missing);
   ``age_outside_range``  age at admission = year(admittime) - anchor_year + anchor_age (the paper's formula,
       on the source timeline, where anchor_year lives) outside [min_age, max_age] (11-89);
@@ -14,7 +14,8 @@ Admission rules, first failing reason wins (``<build>._admissions``):
 
 A candidate patient (one with an image in the set) is eligible when it is in ``patients`` (else
 ``not_in_mimiciv``: MIMIC-IV withholds some MIMIC-CXR patients, about 5 % in 2.2) and keeps at least one
-admission (else ``no_eligible_admission``); both reasons name the patient in ``<build>.patients_rejected``.
+admission (else ``no_eligible_admission``; ``PATIENT_RULES``); both reasons name the patient in
+``<build>.patients_rejected``.
 It can be a *current* patient when its latest kept admission (by admittime) contains
 an instant ``u`` whose time of day is the current time's (23:59:00) with u >= the admission's admittime,
 u >= the first study, u < dischtime, the first study and the admittime no more than the time frame
@@ -38,6 +39,7 @@ import numpy as np
 import polars as pl
 
 from ehrxqa_pipeline.ehr.config import DbConfig
+from ehrxqa_pipeline.filters import Rule, reason_sql
 from ehrxqa_pipeline.rng import generator
 
 
@@ -54,6 +56,30 @@ def image_set_sql(which: str) -> str:
         FROM cxr_cohort.gold"""
 
 
+def admission_rules(config: DbConfig) -> tuple[Rule, ...]:
+    """The first two admission rules (a, p: the source admission and its patient)."""
+    age = "year(a.admittime) - p.anchor_year + p.anchor_age"
+    return (
+        Rule("discharge_before_admission", "a.admittime IS NULL OR a.dischtime IS NULL OR a.dischtime < a.admittime",
+             "a stay needs both times, in order, to be placed on the timeline"),
+        Rule("age_outside_range", f"NOT ({age} BETWEEN {config.min_age} AND {config.max_age})",
+             "the published age range at admission"),
+    )
+
+
+def los_rule(los_max: float | None) -> Rule:
+    """The third admission rule, over the stays that passed the first two (``los_max``: their quantile)."""
+    return Rule("los_outlier", f"los_days > {los_max if los_max is not None else 'NULL'}",
+                "very long stays are outliers (the published build drops them too)")
+
+
+# A candidate patient (one with an image in the set), in ``_candidates``.
+PATIENT_RULES = (
+    Rule("not_in_mimiciv", "NOT in_patients", "MIMIC-IV withholds some MIMIC-CXR patients: no EHR to ask about"),
+    Rule("no_eligible_admission", "n_adm = 0", "without a kept admission the patient has no EHR rows to ask about"),
+)
+
+
 def stage_candidates(con: duckdb.DuckDBPyConnection, which: str, config: DbConfig, build: str) -> dict:
     """Create ``<build>._images``, ``_admissions`` (with reasons) and ``_candidates``; return counts."""
     con.execute(f"CREATE OR REPLACE TABLE {build}._images AS {image_set_sql(which)} "
@@ -63,11 +89,7 @@ def stage_candidates(con: duckdb.DuckDBPyConnection, which: str, config: DbConfi
     SELECT a.subject_id, a.hadm_id, a.admittime, a.dischtime,
            year(a.admittime) - p.anchor_year + p.anchor_age AS age,
            epoch(a.dischtime - a.admittime) / 86400.0 AS los_days,
-           CASE WHEN a.admittime IS NULL OR a.dischtime IS NULL OR a.dischtime < a.admittime
-                    THEN 'discharge_before_admission'
-                WHEN NOT (year(a.admittime) - p.anchor_year + p.anchor_age
-                          BETWEEN {config.min_age} AND {config.max_age}) THEN 'age_outside_range'
-           END AS reason
+           {reason_sql(admission_rules(config))} AS reason
     FROM ingest.admissions a JOIN ingest.patients p USING (subject_id)
     WHERE a.subject_id IN (SELECT subject_id FROM {build}._images)""")
     los_max = con.execute(f"SELECT quantile_cont(los_days, {config.los_quantile}) FROM _adm "
@@ -76,8 +98,7 @@ def stage_candidates(con: duckdb.DuckDBPyConnection, which: str, config: DbConfi
     con.execute(f"""
     CREATE OR REPLACE TABLE {build}._admissions AS
     SELECT subject_id, hadm_id, admittime, dischtime, age, los_days,
-           coalesce(reason, CASE WHEN los_days > {los_max if los_max is not None else 'NULL'}
-                                 THEN 'los_outlier' END) AS reason
+           coalesce(reason, {reason_sql([los_rule(los_max)])}) AS reason
     FROM _adm ORDER BY subject_id, admittime, hadm_id""")
     con.execute("DROP TABLE _adm")
 
@@ -111,8 +132,7 @@ def stage_candidates(con: duckdb.DuckDBPyConnection, which: str, config: DbConfi
         FROM base)
     SELECT subject_id, in_patients, n_adm, first_study, latest_hadm, latest_admit, latest_disch, dod, birth_year,
            cur_day_first, greatest(cur_day_last - cur_day_first + 1, 0) AS cur_days,
-           CASE WHEN NOT in_patients THEN 'not_in_mimiciv'
-                WHEN n_adm = 0 THEN 'no_eligible_admission' END AS reason,
+           {reason_sql(PATIENT_RULES)} AS reason,
            in_patients AND n_adm > 0 AND cur_day_last >= cur_day_first
                AND (dod IS NULL OR CAST(dod AS TIMESTAMP) > latest_disch) AS current_ok
     FROM days ORDER BY subject_id""")

@@ -16,6 +16,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from ehrxqa_pipeline.filters import Rule, reason_sql
 from ehrxqa_pipeline.rng import generator
 
 # event type, the priced key (on the event alias e), the event's time column, the source of the price keys
@@ -52,12 +53,15 @@ def build_prices(con: duckdb.DuckDBPyConnection, seed: int, build: str) -> int:
     return con.execute(f"SELECT count(*) FROM {build}._prices").fetchone()[0]
 
 
+NO_PRICE = Rule("no_price", "p.cost IS NULL", "an event whose code has no price has no cost to charge")
+
+
 def cost_sql(schema: str, build: str) -> str:
     """Staged COST rows from the final event tables of ``schema`` (an event without a price: ``no_price``)."""
     return " UNION ALL ".join(
         f"""SELECT e.subject_id, e.hadm_id, '{event_type}' AS event_type, e.row_id AS event_id,
                    e.{time_col} AS chargetime, p.cost,
-                   CASE WHEN p.cost IS NULL THEN 'no_price' END AS reason
+                   {reason_sql([NO_PRICE])} AS reason
             FROM {schema}.{event_type} e
             LEFT JOIN {build}._prices p ON p.event_type = '{event_type}' AND p.key = {key}"""
         for event_type, key, time_col, _ in EVENT_TYPES)

@@ -1,12 +1,12 @@
 """Staged SELECTs of the 17 MIMIC-IV-derived tables (columns of reference 5.3 + a drop ``reason``).
 
 Scope: rows of the sampled patients (join on ``<build>._offsets``); every time is shifted by the
-patient's whole-day offset. Reasons, first match wins: content rules (reference 5.10), then
-``no_admission`` (hadm_id null) / ``admission_not_kept`` / ``icu_stay_not_kept`` (the parent row is not in
-the database), then the key time: ``after_current_time`` / ``before_start`` (shifted outside
-[start, current time]) or ``missing_time``. A secondary time (dischtime of the open admission, ICU or
-transfer outtime, prescription stoptime) later than the current time becomes null: the stay or order is
-ongoing "now" (reference 5.7).
+patient's whole-day offset. Reasons (``filters.Rule``, each with its why), first match wins: content
+rules (reference 5.10), then ``no_admission`` (hadm_id null) / ``admission_not_kept`` /
+``icu_stay_not_kept`` (the parent row is not in the database), then the key time: ``after_current_time``
+/ ``before_start`` (shifted outside [start, current time]) or ``missing_time``. A secondary time
+(dischtime of the open admission, ICU or transfer outtime, prescription stoptime) later than the current
+time becomes null: the stay or order is ongoing "now" (reference 5.7).
 
 Rules (reference 5.10 with defects 19 and 22 addressed):
 * patients: the drawn patients; the candidates (patients with an image in the set) that could not be drawn
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from ehrxqa_pipeline.ehr.config import DbConfig
 from ehrxqa_pipeline.ehr.timeshift import shift
+from ehrxqa_pipeline.filters import Rule, reason_sql
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,11 @@ class Ctx:
     def now(self) -> str:
         return self.config.sql_bounds()[1]
 
-    def key_time(self, expr: str) -> str:
-        """CASE branches dropping a row by its (shifted) key time."""
-        return (f"WHEN {expr} IS NULL THEN 'missing_time' WHEN {expr} > {self.now} THEN 'after_current_time' "
-                f"WHEN {expr} < {self.start} THEN 'before_start'")
+    def key_time(self, expr: str) -> tuple[Rule, ...]:
+        """The rules dropping a row by its (shifted) key time."""
+        return (Rule("missing_time", f"{expr} IS NULL", "a row without its key time cannot be placed in time"),
+                Rule("after_current_time", f"{expr} > {self.now}", "nothing has happened after the current time"),
+                Rule("before_start", f"{expr} < {self.start}", "the database starts at the time frame's start"))
 
     def open_time(self, expr: str) -> str:
         """A secondary time: null when after the current time (ongoing) or before the start."""
@@ -70,6 +72,22 @@ class Ctx:
         if icu:
             out += f" LEFT JOIN {self.schema}.icustays st ON st.stay_id = {alias}.stay_id"
         return out
+
+
+def missing(*columns: str) -> Rule:
+    """Dropped when one of ``columns`` is null."""
+    return Rule("missing_value", " OR ".join(f"{c} IS NULL" for c in columns),
+                "a value the table needs is missing; it is dropped, not guessed")
+
+
+# e: the source row; k, st: its admission and ICU stay in the database being written; d: its dictionary row
+NO_ADMISSION = Rule("no_admission", "e.hadm_id IS NULL", "an event outside an admission cannot be tied to a hospital stay")
+ADMISSION_NOT_KEPT = Rule("admission_not_kept", "k.hadm_id IS NULL", "its admission is not in the database")
+ICU_STAY_NOT_KEPT = Rule("icu_stay_not_kept", "st.stay_id IS NULL", "its ICU stay is not in the database")
+ITEM_NOT_IN_DICTIONARY = Rule("item_not_in_dictionary", "d.itemid IS NULL",
+                              "an item the dictionary table lacks has no name to ask about")
+MINORITY_UNIT = Rule("minority_unit", "lower(trim(e.valueuom)) <> u.u",
+                     "the paper's most-common-unit rule: one item's values must be comparable")
 
 
 def majority_unit_sql(table: str, key: str, unit: str, where: str = "TRUE") -> str:
@@ -95,13 +113,14 @@ def patients(c: Ctx) -> str:
 
 def admissions(c: Ctx) -> str:
     adm, dis = shift("s.admittime"), shift("s.dischtime")
+    open_now = Rule("open_at_current_time", f"{dis} > {c.now} AND NOT chosen",
+                    "only a current patient's chosen admission may be open at the current time")
     return f"""
     SELECT s.subject_id, s.hadm_id, {adm} AS admittime,
            CASE WHEN chosen THEN NULL ELSE {dis} END AS dischtime,
            s.admission_type, s.admission_location, s.discharge_location, s.insurance, s.language,
            s.marital_status, x.age,
-           CASE WHEN x.reason IS NOT NULL THEN x.reason {c.key_time(adm)}
-                WHEN {dis} > {c.now} AND NOT chosen THEN 'open_at_current_time' END AS reason
+           coalesce(x.reason, {reason_sql([*c.key_time(adm), open_now])}) AS reason
     FROM (SELECT x.*, coalesce(o.is_current AND x.hadm_id = cd.latest_hadm, FALSE) AS chosen
           FROM {c.build}._admissions x JOIN {c.build}._candidates cd USING (subject_id)
           JOIN {c.build}._offsets o USING (subject_id)) x
@@ -113,8 +132,7 @@ def icustays(c: Ctx) -> str:
     return f"""
     SELECT e.subject_id, e.hadm_id, e.stay_id, e.first_careunit, e.last_careunit, {t} AS intime,
            {c.open_time(shift('e.outtime'))} AS outtime,
-           CASE WHEN e.hadm_id IS NULL THEN 'no_admission' WHEN k.hadm_id IS NULL THEN 'admission_not_kept'
-                {c.key_time(t)} END AS reason
+           {reason_sql([NO_ADMISSION, ADMISSION_NOT_KEPT, *c.key_time(t)])} AS reason
     FROM {c.scope('icustays')}{c.parents()}"""
 
 
@@ -123,17 +141,18 @@ def transfers(c: Ctx) -> str:
     return f"""
     SELECT e.subject_id, e.hadm_id, e.transfer_id, e.eventtype, e.careunit, {t} AS intime,
            {c.open_time(shift('e.outtime'))} AS outtime,
-           CASE WHEN e.hadm_id IS NULL THEN 'no_admission' WHEN k.hadm_id IS NULL THEN 'admission_not_kept'
-                {c.key_time(t)} END AS reason
+           {reason_sql([NO_ADMISSION, ADMISSION_NOT_KEPT, *c.key_time(t)])} AS reason
     FROM {c.scope('transfers')}{c.parents()}"""
+
+
+VERSION_COLLISION = Rule("icd_version_collision", "r > 1", "one row per code: the newest ICD version's title")
 
 
 def icd_dictionary(table: str) -> str:
     """Source dictionary rows with code (lower-cased), version, title and reason; one kept row per code."""
     return f"""
     SELECT icd_code, icd_version, long_title,
-           CASE WHEN icd_code IS NULL OR long_title IS NULL THEN 'missing_value'
-                WHEN r > 1 THEN 'icd_version_collision' END AS reason
+           {reason_sql([missing("icd_code", "long_title"), VERSION_COLLISION])} AS reason
     FROM (SELECT lower(trim(icd_code)) AS icd_code, icd_version, long_title,
                  row_number() OVER (PARTITION BY lower(trim(icd_code)), icd_code IS NULL OR long_title IS NULL
                                     ORDER BY icd_version DESC) AS r
@@ -146,27 +165,28 @@ def d_icd(c: Ctx, table: str) -> str:
 
 
 def d_labitems(c: Ctx) -> str:
-    return ("SELECT itemid, label, CASE WHEN itemid IS NULL OR label IS NULL THEN 'missing_value' END AS reason "
-            "FROM ingest.d_labitems")
+    return f"SELECT itemid, label, {reason_sql([missing('itemid', 'label')])} AS reason FROM ingest.d_labitems"
 
 
 def d_items(c: Ctx) -> str:
     allowed = ", ".join(f"'{x}'" for x in c.config.d_items_linksto)
+    linked = Rule("not_linked_to_selected_tables", f"coalesce(lower(trim(linksto)) NOT IN ({allowed}), TRUE)",
+                  "the dictionary keeps the items of the event tables the database has")
     return f"""SELECT itemid, label, abbreviation, linksto,
-               CASE WHEN itemid IS NULL OR label IS NULL THEN 'missing_value'
-                    WHEN coalesce(lower(trim(linksto)) NOT IN ({allowed}), TRUE) THEN 'not_linked_to_selected_tables'
-               END AS reason FROM ingest.d_items"""
+               {reason_sql([missing('itemid', 'label'), linked])} AS reason FROM ingest.d_items"""
 
 
-def _icd_events(c: Ctx, table: str, dictionary: str, charttime: str, extra_reason: str = "") -> str:
+def _icd_events(c: Ctx, table: str, dictionary: str, charttime: str, extra: tuple[Rule, ...] = ()) -> str:
+    """dv: the code's dictionary row, kept or dropped (``<build>._<dictionary>``)."""
+    rules = [missing("e.icd_code"),
+             Rule("code_not_in_dictionary", "dv.icd_code IS NULL", "a code without a title cannot be asked about"),
+             Rule("icd_version_collision", "dv.reason = 'icd_version_collision'",
+                  "the code's title is the other ICD version's: its rows would be mislabelled"),
+             Rule("dictionary_row_dropped", "dv.reason IS NOT NULL", "its dictionary row is not in the database"),
+             NO_ADMISSION, ADMISSION_NOT_KEPT, *extra, *c.key_time(charttime)]
     return f"""
     SELECT e.subject_id, e.hadm_id, lower(trim(e.icd_code)) AS icd_code, {charttime} AS charttime,
-           CASE WHEN e.icd_code IS NULL THEN 'missing_value'
-                WHEN dv.icd_code IS NULL THEN 'code_not_in_dictionary'
-                WHEN dv.reason = 'icd_version_collision' THEN 'icd_version_collision'
-                WHEN dv.reason IS NOT NULL THEN 'dictionary_row_dropped'
-                WHEN e.hadm_id IS NULL THEN 'no_admission' WHEN k.hadm_id IS NULL THEN 'admission_not_kept'
-                {extra_reason} {c.key_time(charttime)} END AS reason
+           {reason_sql(rules)} AS reason
     FROM {c.scope(table)}{c.parents()}
     LEFT JOIN {c.build}._{dictionary} dv ON dv.icd_code = lower(trim(e.icd_code)) AND dv.icd_version = e.icd_version"""
 
@@ -178,19 +198,17 @@ def diagnoses_icd(c: Ctx) -> str:
 def procedures_icd(c: Ctx) -> str:
     day = shift("e.chartdate")
     when = f"greatest(k.admittime, least({day}, coalesce(k.dischtime, {c.now})))"
-    return _icd_events(c, "procedures_icd", "d_icd_procedures", when,
-                       f"WHEN k.dischtime IS NULL AND {day} > {c.now} THEN 'after_current_time'")
+    ongoing = Rule("after_current_time", f"k.dischtime IS NULL AND {day} > {c.now}",
+                   "a procedure of an open admission dated after the current time has not happened yet")
+    return _icd_events(c, "procedures_icd", "d_icd_procedures", when, (ongoing,))
 
 
 def labevents(c: Ctx) -> str:
     t = shift("e.charttime")
     return f"""
     SELECT e.subject_id, e.hadm_id, e.itemid, {t} AS charttime, e.valuenum, e.valueuom,
-           CASE WHEN e.hadm_id IS NULL THEN 'no_admission'
-                WHEN e.valuenum IS NULL OR e.valueuom IS NULL THEN 'missing_value'
-                WHEN d.itemid IS NULL THEN 'item_not_in_dictionary'
-                WHEN lower(trim(e.valueuom)) <> u.u THEN 'minority_unit'
-                WHEN k.hadm_id IS NULL THEN 'admission_not_kept' {c.key_time(t)} END AS reason
+           {reason_sql([NO_ADMISSION, missing("e.valuenum", "e.valueuom"), ITEM_NOT_IN_DICTIONARY, MINORITY_UNIT,
+                        ADMISSION_NOT_KEPT, *c.key_time(t)])} AS reason
     FROM {c.scope('labevents')}{c.parents()}
     LEFT JOIN {c.schema}.d_labitems d ON d.itemid = e.itemid
     LEFT JOIN ({majority_unit_sql('labevents', 'itemid', 'valueuom')}) u ON u.k = e.itemid"""
@@ -202,15 +220,16 @@ NUMERIC_DOSE = r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)$"
 def prescriptions(c: Ctx) -> str:
     t = shift("e.starttime")
     dose = "replace(trim(e.dose_val_rx), ',', '')"
+    rules = [NO_ADMISSION, missing("e.stoptime", "e.drug", "e.dose_val_rx", "e.dose_unit_rx", "e.route"),
+             Rule("non_numeric_dose", f"NOT regexp_matches({dose}, '{NUMERIC_DOSE}')",
+                  "a dose must be a number to be compared or summed (a range is not)"),
+             Rule("minority_dose_unit", "lower(trim(e.dose_unit_rx)) <> u.u",
+                  "one drug's doses must share a unit to be compared"),
+             ADMISSION_NOT_KEPT, *c.key_time(t)]
     return f"""
     SELECT e.subject_id, e.hadm_id, {t} AS starttime, {c.open_time(shift('e.stoptime'))} AS stoptime, e.drug,
            {dose} AS dose_val_rx, e.dose_unit_rx, e.route,
-           CASE WHEN e.hadm_id IS NULL THEN 'no_admission'
-                WHEN e.stoptime IS NULL OR e.drug IS NULL OR e.dose_val_rx IS NULL OR e.dose_unit_rx IS NULL
-                     OR e.route IS NULL THEN 'missing_value'
-                WHEN NOT regexp_matches({dose}, '{NUMERIC_DOSE}') THEN 'non_numeric_dose'
-                WHEN lower(trim(e.dose_unit_rx)) <> u.u THEN 'minority_dose_unit'
-                WHEN k.hadm_id IS NULL THEN 'admission_not_kept' {c.key_time(t)} END AS reason
+           {reason_sql(rules)} AS reason
     FROM {c.scope('prescriptions')}{c.parents()}
     LEFT JOIN ({majority_unit_sql('prescriptions', 'lower(trim(drug))', 'dose_unit_rx')}) u
            ON u.k = lower(trim(e.drug))"""
@@ -219,15 +238,12 @@ def prescriptions(c: Ctx) -> str:
 def chartevents(c: Ctx) -> str:
     t = shift("e.charttime")
     items = ", ".join(str(i) for i in c.config.chart_itemids)
+    rules = [Rule("not_selected_item", f"e.itemid NOT IN ({items})", "the database keeps the template items only"),
+             missing("e.hadm_id", "e.stay_id", "e.valuenum", "e.valueuom"), ITEM_NOT_IN_DICTIONARY,
+             MINORITY_UNIT, ADMISSION_NOT_KEPT, ICU_STAY_NOT_KEPT, *c.key_time(t)]
     return f"""
     SELECT e.subject_id, e.hadm_id, e.stay_id, {t} AS charttime, e.itemid, e.valuenum, e.valueuom,
-           CASE WHEN e.itemid NOT IN ({items}) THEN 'not_selected_item'
-                WHEN e.hadm_id IS NULL OR e.stay_id IS NULL OR e.valuenum IS NULL OR e.valueuom IS NULL
-                     THEN 'missing_value'
-                WHEN d.itemid IS NULL THEN 'item_not_in_dictionary'
-                WHEN lower(trim(e.valueuom)) <> u.u THEN 'minority_unit'
-                WHEN k.hadm_id IS NULL THEN 'admission_not_kept' WHEN st.stay_id IS NULL THEN 'icu_stay_not_kept'
-                {c.key_time(t)} END AS reason
+           {reason_sql(rules)} AS reason
     FROM {c.scope('chartevents')}{c.parents(icu=True)}
     LEFT JOIN {c.schema}.d_items d ON d.itemid = e.itemid
     LEFT JOIN ({majority_unit_sql('chartevents', 'itemid', 'valueuom', f'itemid IN ({items})')}) u
@@ -236,14 +252,13 @@ def chartevents(c: Ctx) -> str:
 
 def _volume_events(c: Ctx, table: str, time_col: str, value: str, unit: str) -> str:
     t = shift(f"e.{time_col}")
+    rules = [missing("e.hadm_id", "e.stay_id", f"e.{value}", f"e.{unit}"),
+             Rule("not_volume_unit", f"lower(trim(e.{unit})) <> '{c.config.volume_unit}'",
+                  "the table has no unit column, so its amounts must share one to be summed"),
+             ITEM_NOT_IN_DICTIONARY, ADMISSION_NOT_KEPT, ICU_STAY_NOT_KEPT, *c.key_time(t)]
     return f"""
     SELECT e.subject_id, e.hadm_id, e.stay_id, {t} AS {time_col}, e.itemid, e.{value},
-           CASE WHEN e.hadm_id IS NULL OR e.stay_id IS NULL OR e.{value} IS NULL OR e.{unit} IS NULL
-                     THEN 'missing_value'
-                WHEN lower(trim(e.{unit})) <> '{c.config.volume_unit}' THEN 'not_volume_unit'
-                WHEN d.itemid IS NULL THEN 'item_not_in_dictionary'
-                WHEN k.hadm_id IS NULL THEN 'admission_not_kept' WHEN st.stay_id IS NULL THEN 'icu_stay_not_kept'
-                {c.key_time(t)} END AS reason
+           {reason_sql(rules)} AS reason
     FROM {c.scope(table)}{c.parents(icu=True)}
     LEFT JOIN {c.schema}.d_items d ON d.itemid = e.itemid"""
 
@@ -260,8 +275,7 @@ def microbiologyevents(c: Ctx) -> str:
     t = shift("coalesce(e.charttime, e.chartdate)")
     return f"""
     SELECT e.subject_id, e.hadm_id, {t} AS charttime, e.spec_type_desc, e.test_name, e.org_name,
-           CASE WHEN e.hadm_id IS NULL THEN 'no_admission' WHEN k.hadm_id IS NULL THEN 'admission_not_kept'
-                {c.key_time(t)} END AS reason
+           {reason_sql([NO_ADMISSION, ADMISSION_NOT_KEPT, *c.key_time(t)])} AS reason
     FROM {c.scope('microbiologyevents')}{c.parents()}"""
 
 

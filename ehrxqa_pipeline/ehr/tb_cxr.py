@@ -28,6 +28,7 @@ from ehrxqa_pipeline.cxr.labels import refine_labels, relations_sql
 from ehrxqa_pipeline.cxr.ratios import SILVER_BOXES_SQL, ratios_sql
 from ehrxqa_pipeline.ehr.tables import Ctx
 from ehrxqa_pipeline.ehr.timeshift import shift
+from ehrxqa_pipeline.filters import Rule, reason_sql
 
 LABELS = {"silver": "cxr_labels.silver", "gold": "cxr_labels.gold"}  # + _images, _pairs
 
@@ -103,11 +104,15 @@ def stage_labels(con: duckdb.DuckDBPyConnection, which: str, build: str, ontolog
     return counts
 
 
+NO_LABELS = Rule("no_labels", "li.image_id IS NULL", "an image without answer-sheet labels cannot be answered "
+                                                    "(defect 9)")
+
+
 def tb_cxr_sql(c: Ctx) -> str:
     t = shift("i.study_datetime")
     return f"""
     SELECT i.subject_id, k.hadm_id, i.study_id, i.image_id, i.viewposition, {t} AS studydatetime,
-           CASE WHEN li.image_id IS NULL THEN 'no_labels' {c.key_time(t)} END AS reason
+           {reason_sql([NO_LABELS, *c.key_time(t)])} AS reason
     FROM {c.build}._images i JOIN {c.build}._offsets o USING (subject_id)
     LEFT JOIN {c.build}._links l ON l.study_id = i.study_id
     LEFT JOIN {c.schema}.admissions k ON k.hadm_id = l.hadm_id
