@@ -9,7 +9,7 @@ import polars as pl
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, LLM_POOL, ON_CHANGE
 from assets.metadata import records_metadata, table_metadata
 from assets.ingest import ingest_key
-from ehrxqa_pipeline import atomic, names
+from ehrxqa_pipeline import atomic, filters, names
 from ehrxqa_pipeline.config import Environment
 from ehrxqa_pipeline.paraphrase import rules
 from ehrxqa_pipeline.paraphrase.generate import CANDIDATE_SCHEMA, from_llm, prompts_for, rule_based
@@ -246,15 +246,15 @@ def validated(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig
     context.log.info(f"validating {everything.height} candidates ({own.height} reviewer phrasings) against "
                      f"{len(all_templates())} templates")
     out = validate(all_templates(), everything, embedder)
-    valid, rejected = out.filter(pl.col("valid")).drop("valid"), out.filter(~pl.col("valid")).drop("valid")
+    checked = filters.split(out.drop("valid"), REASONS)  # valid <=> no reason
+    valid, rejected = checked.kept, checked.rejected
     context.log.info(f"{valid.height} valid, {rejected.height} refused; {embedder.computed} embeddings computed")
     with warehouse.connect() as con:
         replace_tables(con, G, {"validated": valid, names.rejected("validated"): rejected})
         stored = table_metadata(con, f"{G}.validated")
-    reasons = dict(rejected.group_by("reason").len().iter_rows())
     return dg.MaterializeResult(data_version=_version(valid), metadata={
         **stored, "rejected_rows": rejected.height,
-        "rejected_by_reason": dg.MetadataValue.json({r: int(reasons.get(r, 0)) for r in REASONS}),
+        "rejected_by_reason": dg.MetadataValue.json(checked.counts),
         "meaning_threshold": MEANING_THRESHOLD, "reviewer_phrasings": own.height,
         "embeddings_computed": embedder.computed})
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from ehrxqa_pipeline import filters
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import ABN4, CATEGORIES, GENDER_TEXT, VqaTemplate, get_template
 
 ANSWER_WORDS = ("yes", "no", "ap", "pa", "f", "m", "female", "male")
@@ -41,6 +42,14 @@ class VqaLabels:
     positives: pl.DataFrame  # _img, image_id, object, attribute, category; sorted by (_img, object, attribute)
     images: pl.DataFrame  # _img, image_id, subject_id, study_id, split, view_position, gender, image_path, ctr, mtr
     rejected_positives: pl.DataFrame  # image_id, object, attribute, reason
+
+
+# A positive label joined to its image (_img) and its pool pair (category).
+POSITIVE_RULES = (
+    filters.Rule("image not in images", pl.col("_img").is_null(), "only images of the splits are asked about"),
+    filters.Rule("(object, attribute) not in the pair pool", pl.col("category").is_null(),
+                 "a pair outside the pool is never asked about"),
+)
 
 
 def prepare_labels(pairs: pl.DataFrame, positives: pl.DataFrame, images: pl.DataFrame) -> VqaLabels:
@@ -60,13 +69,10 @@ def prepare_labels(pairs: pl.DataFrame, positives: pl.DataFrame, images: pl.Data
     pos = (positives.select("image_id", "object", "attribute").unique()
            .join(images.select("image_id", "_img"), on="image_id", how="left")
            .join(pairs, on=["object", "attribute"], how="left"))
-    reason = (pl.when(pl.col("_img").is_null()).then(pl.lit("image not in images"))
-              .when(pl.col("category").is_null()).then(pl.lit("(object, attribute) not in the pair pool")))
-    pos = pos.with_columns(reason=reason)
-    rejected = pos.filter(pl.col("reason").is_not_null()).select("image_id", "object", "attribute", "reason")
-    kept = (pos.filter(pl.col("reason").is_null())
-            .select("_img", "image_id", "object", "attribute", "category").sort("_img", "object", "attribute"))
-    return VqaLabels(pairs, kept, images, rejected.sort("image_id", "object", "attribute"))
+    out = filters.apply(pos, POSITIVE_RULES)
+    kept = out.kept.select("_img", "image_id", "object", "attribute", "category").sort("_img", "object", "attribute")
+    rejected = out.rejected.select("image_id", "object", "attribute", "reason").sort("image_id", "object", "attribute")
+    return VqaLabels(pairs, kept, images, rejected)
 
 
 def positives_of(labels: VqaLabels, images: pl.Series) -> pl.DataFrame:
