@@ -72,7 +72,7 @@ def reason_expr(rules: Sequence[Rule], column: str = REASON) -> pl.Expr:
     """The polars expression naming the first rule a row fails (null when no rule drops it)."""
     if not rules:
         return pl.lit(None, dtype=pl.String).alias(column)
-    out = pl
+    out = pl  # pl.when(..).then(..).when(..).then(..)...: one chained expression, first match wins
     for rule in rules:
         drop = pl.sql_expr(rule.drop) if isinstance(rule.drop, str) else rule.drop
         out = out.when(drop.fill_null(False)).then(pl.lit(rule.name, dtype=pl.String))
@@ -130,10 +130,9 @@ def write_split(con: duckdb.DuckDBPyConnection, source: str, *, kept: str, rejec
 
     create(kept, kept_columns, f"{REASON} IS NULL", kept_order)
     create(rejected, rejected_columns, f"{REASON} IS NOT NULL", rejected_order)
-    n_kept = con.execute(f"SELECT count(*) FROM {source} WHERE {REASON} IS NULL").fetchone()[0]
-    met = con.execute(f"SELECT {REASON}, count(*) FROM {source} WHERE {REASON} IS NOT NULL "
-                      f"GROUP BY {REASON}").fetchall()
-    return int(n_kept), tally(dict(met), reasons)
+    met = dict(con.execute(f"SELECT {REASON}, count(*) FROM {source} GROUP BY {REASON}").fetchall())
+    n_kept = met.pop(None, 0)
+    return int(n_kept), tally(met, reasons)
 
 
 def funnel(total: int, counts: Mapping[str, int], steps: Sequence[str | tuple[str, Iterable[str]]],

@@ -81,7 +81,7 @@ def missing(*columns: str) -> Rule:
 
 
 # e: the source row; k, st: its admission and ICU stay in the database being written; d: its dictionary row
-NO_ADMISSION = Rule("no_admission", "e.hadm_id IS NULL", "an event outside an admission cannot be tied to a hospital stay")
+NO_ADMISSION = Rule("no_admission", "e.hadm_id IS NULL", "an event outside an admission belongs to no hospital stay")
 ADMISSION_NOT_KEPT = Rule("admission_not_kept", "k.hadm_id IS NULL", "its admission is not in the database")
 ICU_STAY_NOT_KEPT = Rule("icu_stay_not_kept", "st.stay_id IS NULL", "its ICU stay is not in the database")
 ITEM_NOT_IN_DICTIONARY = Rule("item_not_in_dictionary", "d.itemid IS NULL",
