@@ -3,10 +3,9 @@
 The reader's lazy scan is typed, tagged with each row's refusal reason (contract rules), streamed to a
 Parquet staging file, then loaded into DuckDB where duplicate keys are found (a ``filters.Rule`` after the
 contract's). ``filters.write_split`` writes valid rows to ``<group>.<table>`` and refused rows to
-``<group>.<table>_rejected`` in one transaction, so a failure
-leaves the previous materialization intact and readers never see half a table. Refused rows are either
-bad input (quarantined) or out of scope (``out_of_scope:<rule>``, a contract scope rule); the result
-counts the two apart.
+``<group>.<table>_rejected`` in one transaction, so a failure leaves the previous materialization intact
+and readers never see half a table. Refused rows are either bad input (quarantined) or out of scope
+(``out_of_scope:<rule>``, a contract scope rule); the result counts the two apart.
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ table -- defect 5):
 
 1. Row filters (``ROW_RULES``), first matching reason wins (``RefineResult.dropped_rows``): ``nlp``
    (categoryID nlp), ``unknown_bbox`` (bbox ``unknown``), ``not_in_ontology`` (bbox not a report object or
-   label not a target-category attribute), ``impossible_pair`` ((bbox, label) outside the possible pairs INCLUDING
-   the removed labels -- an NLP mislocation implies nothing, not even at its ancestors; the published order
-   propagates first, so a mislocated child could make a possible parent positive). Dropped rows can be
-   written to ``rejected_table`` with their reason.
+   label not a target-category attribute), ``impossible_pair`` ((bbox, label) outside the possible pairs
+   INCLUDING the removed labels -- an NLP mislocation implies nothing, not even at its ancestors; the
+   published order propagates first, so a mislocated child could make a possible parent positive). Dropped
+   rows can be written to ``rejected_table`` with their reason.
 2. Report-level aggregation per (image, object, attribute): the relation of the last sentence (largest
    ``sent_loc``) wins; inside that sentence an affirmation beats a negation (the published tie depends on
    row order -- defect 4); a row without ``sent_loc`` ranks before every located sentence. ``relation = 1``
@@ -189,8 +189,8 @@ def refine_labels(con: duckdb.DuckDBPyConnection, relations_sql: str, ontology: 
             row = con.execute(_COUNTS_SQL.format(cls=cls)).fetchone()
             names = [d[0] for d in con.description]
             counts = {k: int(v or 0) for k, v in zip(names, row)}
-            dropped = tally(dict(con.execute(
-                f"SELECT reason, sum(n) FROM {cls} WHERE reason IS NOT NULL GROUP BY reason").fetchall()), DROP_REASONS)
+            met = con.execute(f"SELECT reason, sum(n) FROM {cls} WHERE reason IS NOT NULL GROUP BY reason")
+            dropped = tally(dict(met.fetchall()), DROP_REASONS)
             # Propagation of affirmed keys to every (ancestor-or-self object, ancestor-or-self attribute).
             con.execute(f"""
                 CREATE TEMP TABLE {prop} AS
