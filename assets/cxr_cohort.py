@@ -8,6 +8,7 @@ from assets.ingest import ingest_key
 from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.cxr import downloads, selection
 from ehrxqa_pipeline.hashing import combine
+from ehrxqa_pipeline.cxr.integrity import CONTRACT as INTEGRITY_CONTRACT
 from ehrxqa_pipeline.cxr.integrity import JPEG_FAILURES, candidates_sql, check_images
 from ehrxqa_pipeline.release.digest import sha256_file
 from ehrxqa_pipeline.sources.images import images_dir
@@ -73,8 +74,8 @@ def image_integrity(context: dg.AssetExecutionContext, pipeline_config: Pipeline
         context.log.warning("EHRXQA_CHECK_IMAGES=0: JPEGs not checked")
     with warehouse.connect() as con:
         with transaction(con):  # a metadata-only source writes no rows
-            replace_partition(con, f"{names.CXR_COHORT}.image_integrity", 'dicom_id VARCHAR, "partition" VARCHAR, '
-                              "relpath VARCHAR, status VARCHAR, detail VARCHAR", part, result)
+            replace_partition(con, f"{names.CXR_COHORT}.image_integrity", INTEGRITY_CONTRACT.duckdb_columns(),
+                              part, result)
         counts = result.group_by("status").len().sort("status").rows() if settings.check_images else []
         context.log.info(f"{part}: {images.height} candidate images, {result.height} checked {dict(counts)}")
         rows = (f'(SELECT * EXCLUDE ("partition") FROM {names.CXR_COHORT}.image_integrity '

@@ -20,9 +20,11 @@ from assets.paraphrase import POOLS_KEY
 from assets.splits import SPLITS_KEY
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.atomic import write_bytes, write_text
+from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.release.plots import markdown_image
 from ehrxqa_pipeline.sources.images import images_dir
-from ehrxqa_pipeline.vqa.predictions import IMAGES_SCHEMA, RELATIONS_SCHEMA, Predictions
+from ehrxqa_pipeline.vqa.predictions import (IMAGES_CONTRACT, IMAGES_SCHEMA, RELATIONS_CONTRACT, RELATIONS_SCHEMA,
+                                             Predictions)
 from ehrxqa_pipeline.warehouse import replace_partition, replace_tables, transaction
 from resources import PipelineConfig, VqaDevice, Warehouse
 
@@ -148,11 +150,9 @@ def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConf
     with warehouse.connect() as con:
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
         with transaction(con):  # both tables' rows of this partition at once
-            for table, frame, schema in (("predicted_relations", preds.relations, RELATIONS_SCHEMA),
-                                         ("predicted_images", preds.images, IMAGES_SCHEMA)):
-                cols = ", ".join(f'"{c}" {"DOUBLE" if t == pl.Float64 else "FLOAT" if t == pl.Float32 else "VARCHAR"}'
-                                 for c, t in schema.items())
-                replace_partition(con, f"{SCHEMA}.{table}", f'"partition" VARCHAR, {cols}', part,
+            for contract, frame, schema in ((RELATIONS_CONTRACT, preds.relations, RELATIONS_SCHEMA),
+                                            (IMAGES_CONTRACT, preds.images, IMAGES_SCHEMA)):
+                replace_partition(con, f"{SCHEMA}.{contract.table}", contract.duckdb_columns(), part,
                                   frame.select(*schema))
         shard = f"""(SELECT * FROM {SCHEMA}.predicted_relations WHERE "partition" = '{part}')"""
         return dg.MaterializeResult(metadata={
@@ -216,7 +216,7 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
     write_text(settings.release_dir / "scores.md", md)
     rows = pl.DataFrame([{"module": m, "metric": k, "value": None if v is None else float(v)}
                          for m, metrics in json.loads(text).items() for k, v in metrics.items()],
-                        schema={"module": pl.String, "metric": pl.String, "value": pl.Float64})
+                        schema=load_contract("vqa_scoring.scores").polars_schema())
     with warehouse.connect() as con:
         replace_tables(con, SCHEMA, {"scores": rows})
         return table_result(context, con, f"{SCHEMA}.scores", metadata={

@@ -100,6 +100,7 @@ class Contract:
     row_rules: tuple[RowRule, ...] = ()
     scope: tuple[ScopeRule, ...] = ()
     foreign_keys: tuple[ForeignKey, ...] = ()
+    main: bool = False  # the main table of its assets, where no table is named like the asset key
     path: Path | None = field(default=None, compare=False)
 
     @property
@@ -208,7 +209,7 @@ def parse_contract(raw: dict, path: Path | None = None) -> Contract:
                 ForeignKey(tuple(f["columns"]), f["references"], tuple(f["ref_columns"]),
                            float(f.get("max_orphan_fraction", 0.0)), f.get("why", ""))
                 for f in raw.get("foreign_keys") or ()),
-            path=path)
+            main=bool(raw.get("main", False)), path=path)
     except KeyError as e:
         raise ContractError(f"{where}: missing required entry {e.args[0]!r}") from None
     _check_columns(contract, where)
@@ -222,7 +223,14 @@ def load_contract(name: str, directory: Path = CONTRACTS_DIR) -> Contract:
     path = directory / (name.replace("/", ".") + ".yaml")
     if not path.exists():
         raise ContractError(f"no contract for {name}: expected {path}")
-    return parse_contract(yaml.safe_load(path.read_text()), path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ContractError(f"{path}: not valid YAML ({e}); quote values that hold ': ' or start with a "
+                            "special character") from None
+    if not isinstance(raw, dict):
+        raise ContractError(f"{path}: expected a mapping of entries (asset, grain, source, columns, ...)")
+    return parse_contract(raw, path)
 
 
 def all_contracts(directory: Path = CONTRACTS_DIR) -> list[Contract]:
@@ -231,9 +239,16 @@ def all_contracts(directory: Path = CONTRACTS_DIR) -> list[Contract]:
 
 
 def contracts_by_asset(directory: Path = CONTRACTS_DIR) -> dict[str, list[Contract]]:
-    """Asset key ("group/name") -> the contracts of the tables it writes, in file name order."""
+    """Asset key ("group/name") -> the contracts of the tables it writes, its main table's first (then in
+    file name order)."""
     out: dict[str, list[Contract]] = {}
     for contract in all_contracts(directory):
         for asset in dict.fromkeys(a for a, _ in contract.tables):
             out.setdefault(asset, []).append(contract)
+    for asset, contracts in out.items():
+        main = [c for c in contracts if c.main or asset.replace("/", ".") in c.tables_of(asset)]
+        if len(main) != 1:
+            raise ContractError(f"{asset}: {len(main)} main tables among {[c.name for c in contracts]}; name one "
+                                "table like the asset key or mark one contract main: true")
+        out[asset] = main + [c for c in contracts if c is not main[0]]
     return out
