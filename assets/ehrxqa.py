@@ -16,7 +16,7 @@ from assets.ehr_db import DB_KEYS, database_dir
 from assets.paraphrase import POOLS_KEY
 from ehrxqa_pipeline import atomic, names
 from ehrxqa_pipeline.contracts import load_contract
-from ehrxqa_pipeline.paraphrase import apply_paraphrases
+from ehrxqa_pipeline.paraphrase import choose_ehrxqa_phrasings
 from ehrxqa_pipeline.questions.ehrxqa import CATALOG, stats
 from ehrxqa_pipeline.questions.ehrxqa.records import (STORED_SCHEMA, build_records, catalog_rows, check_stored,
                                                       stored_frame, write_json, write_release)
@@ -123,7 +123,7 @@ def catalog(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Materia
         "templates_per_modality": dg.MetadataValue.json(per_modality), "path": dg.MetadataValue.path(str(path))})
 
 
-@dg.asset(key=QUESTIONS_KEY, group_name=names.EHRXQA, code_version="2", kinds={"duckdb", "sqlite"},
+@dg.asset(key=QUESTIONS_KEY, group_name=names.EHRXQA, code_version="3", kinds={"duckdb", "sqlite"},
           deps=[DB_KEYS["silver"], DB_KEYS["gold"], CATALOG_KEY],
           description="Grain: one row per sampled EHRXQA item (split, id, template, question, gold SQL, "
                       "NeuralSQL, answer, record fields). Per template up to 80 distinct questions from the silver "
@@ -209,23 +209,22 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
         "templates_below_cap": sum(1 for r in per if r["silver_reason"] or r["gold_reason"])})
 
 
-@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="3", deps=[QUESTIONS_KEY, POOLS_KEY], kinds={"json"},
+@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="4", deps=[QUESTIONS_KEY, POOLS_KEY], kinds={"json"},
           description="Grain: one JSON record per EHRXQA item in the published format (db_id, split, id, question, "
                       "template, query, value, q_tag, t_tag, o_tag, v_tag, tag, para_type, is_impossible, answer) "
                       "plus resolved_value (the studies the query resolves; value = the database values written "
                       "in the question), one file per split: EHRXQA_HOME/release/ehrxqa/{train,valid,test}.json "
                       "(indent 4). "
-                      "question = a phrasing of the template's pool side (train / valid+test) with the record's "
-                      "values; templates without a pool keep the filled template. Source: ehrxqa.questions, "
-                      "paraphrase.pools.", **COMMON)
+                      "question = a phrasing of the template's pool side (train / valid+test) filled with the "
+                      "words the item was sampled with (ehrxqa.questions.fills); templates without a pool keep "
+                      "the filled template. Source: ehrxqa.questions, paraphrase.pools.", **COMMON)
 def release_ehrxqa(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
                    warehouse: Warehouse) -> dg.MaterializeResult:
     frame = _questions(warehouse)
     seed = pipeline_config.settings().seed
     with warehouse.connect() as con:
         pools = con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl()
-    records = {split: apply_paraphrases(recs, pools, seed, split=split)
-               for split, recs in build_records(frame.select(list(STORED_SCHEMA))).items()}
+    records = build_records(choose_ehrxqa_phrasings(frame.select(list(STORED_SCHEMA)), pools, seed))
     phrased = {}
     for recs in records.values():
         for r in recs:

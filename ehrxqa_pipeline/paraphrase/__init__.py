@@ -7,9 +7,9 @@ pools split 3:1 by k-means over edit distance (``split``, ``pools``) -> applied 
 Submodules are imported on use (the embedding model and the openai client load lazily).
 """
 
-from ehrxqa_pipeline.paraphrase.apply import AlignmentError, apply_paraphrases, choose_vqa_phrasings
+from ehrxqa_pipeline.paraphrase.apply import PhrasingError, choose_ehrxqa_phrasings, choose_vqa_phrasings
 from ehrxqa_pipeline.paraphrase.prompts import PROMPT_VERSION
 from ehrxqa_pipeline.paraphrase.templates import EHRXQA, MIMIC_CXR_VQA, ParaTemplate, all_templates
 
-__all__ = ["EHRXQA", "MIMIC_CXR_VQA", "PROMPT_VERSION", "AlignmentError", "ParaTemplate", "all_templates",
-           "apply_paraphrases", "choose_vqa_phrasings"]
+__all__ = ["EHRXQA", "MIMIC_CXR_VQA", "PROMPT_VERSION", "ParaTemplate", "PhrasingError", "all_templates",
+           "choose_ehrxqa_phrasings", "choose_vqa_phrasings"]

@@ -1,17 +1,15 @@
-"""Placeholders of question templates, in the three forms the catalogs use.
+"""Placeholders of question templates in paraphrases (their four forms: ``questions.wording``).
 
-``${name}`` (visual slots: object, attribute, category, comparison, viewpos, gender), ``[name]`` (EHRSQL
-time and unit slots: time_filter_exact1, time_filter_global1, unit_count) and ``{name}`` (database values:
-patient_id, study_id), plus EHRSQL's tense slots written as bare words (``has_verb``, ``Has_verb``: "has" /
-"had"; compared case-insensitively). A paraphrase is usable only if it keeps exactly the template's set of placeholders
-and holds no other bracket or brace (a half-written or misspelt placeholder would leak into questions).
+A paraphrase is usable only if it keeps exactly the template's set of placeholders and holds no other bracket
+or brace (a half-written or misspelt placeholder would leak into questions).
 """
 
 from __future__ import annotations
 
 import re
 
-PLACEHOLDER = re.compile(r"\$\{(\w+)\}|\[(\w+)\]|(?<!\$)\{(\w+)\}|\b([A-Za-z]+_verb)\b")
+from ehrxqa_pipeline.questions.wording import PLACEHOLDER
+
 _STRAY = re.compile(r"[${}\[\]]")
 
 # Natural stand-ins used when a template is embedded for the meaning check: a sentence with values reads

@@ -17,7 +17,8 @@ import polars as pl
 import pytest
 import sqlglot
 
-from ehrxqa_pipeline.paraphrase import apply_paraphrases
+from ehrxqa_pipeline.paraphrase import choose_ehrxqa_phrasings
+from ehrxqa_pipeline.paraphrase.pools import POOL_SCHEMA
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG
 from ehrxqa_pipeline.questions.ehrxqa.filler import fill_items
 from ehrxqa_pipeline.questions.ehrxqa.item import placeholders
@@ -68,12 +69,9 @@ def released(db_path, tmp_path_factory):
     files = DatabaseFiles(db_path, db_path)
     frame = stored_frame(sample_ehrxqa(files, files, seed=0, caps=SamplingCaps(train_valid=4, test=1),
                                        templates=[BY_INDEX[i] for i in TEMPLATES]))
-    records = build_records(frame)
-    phrased = {s: apply_paraphrases(recs, pl.DataFrame(schema={"dataset": pl.String, "template_id": pl.String,
-                                                               "side": pl.String, "text": pl.String,
-                                                               "source": pl.String}), 0, split=s)
-               for s, recs in records.items()}  # as the release asset does (no pools: para_type "original")
-    paths = write_release(phrased, tmp_path_factory.mktemp("release"))
+    no_pools = pl.DataFrame(schema=POOL_SCHEMA)  # as the release asset does, without pools: para_type "original"
+    records = build_records(choose_ehrxqa_phrasings(frame, no_pools, 0))
+    paths = write_release(records, tmp_path_factory.mktemp("release"))
     return {s: json.loads(p.read_text()) for s, p in paths.items()}
 
 

@@ -1,12 +1,13 @@
 """Pools applied to records: MIMIC-CXR-VQA question frames and EHRXQA record dicts."""
 
+import json
 import sqlite3
 
 import polars as pl
 import pytest
 
 from ehrxqa_pipeline.paraphrase import rules
-from ehrxqa_pipeline.paraphrase.apply import AlignmentError, apply_paraphrases, choose_vqa_phrasings, slot_fills
+from ehrxqa_pipeline.paraphrase.apply import PhrasingError, choose_ehrxqa_phrasings, choose_vqa_phrasings
 from ehrxqa_pipeline.paraphrase.placeholders import leftovers
 from ehrxqa_pipeline.paraphrase.pools import POOL_SCHEMA
 from ehrxqa_pipeline.paraphrase.split import split_pool
@@ -14,6 +15,8 @@ from ehrxqa_pipeline.paraphrase.templates import all_templates, ehrxqa_templates
 from ehrxqa_pipeline.questions.vqa_records import build_records
 from ehrxqa_pipeline.questions.vqa_sampling import sample_vqa
 from ehrxqa_pipeline.questions.vqa_templates import TEMPLATES
+from ehrxqa_pipeline.questions.wording import PLACEHOLDER, fill, placeholder_name
+from ehrxqa_pipeline.rng import generator
 from tests.questions import vqa_fixture
 
 
@@ -70,73 +73,91 @@ def test_empty_pool_keeps_the_template(vqa_sample):
     assert set(phrased["para_type"]) == {"original"}
 
 
+def _stored(items, splits=("train", "valid", "test")) -> pl.DataFrame:
+    """The ehrxqa.questions rows of FilledItems, dealt to the splits in turn."""
+    from ehrxqa_pipeline.questions.ehrxqa.records import stored_frame
+    from ehrxqa_pipeline.questions.ehrxqa.sampling import Sample, SampledItem
+
+    split_of = {n: splits[n % len(splits)] for n in range(len(items))}
+    ordered = sorted(range(len(items)), key=lambda n: splits.index(split_of[n]))
+    return stored_frame(Sample([SampledItem.of(items[n], split_of[n], "silver", n) for n in ordered]))
+
+
 @pytest.fixture(scope="module")
-def ehrxqa_records(tmp_path_factory):
-    from ehrxqa_pipeline.questions.ehrxqa import fill_items
+def ehrxqa_items(tmp_path_factory):
+    from ehrxqa_pipeline.questions.ehrxqa import CATALOG, fill_items
     from tests.ehrxqa import build_db
 
     conn = sqlite3.connect(build_db(tmp_path_factory.mktemp("para") / "mimic_iv_cxr.db"))
-    templates = tuple(t for t in __import__("ehrxqa_pipeline.questions.ehrxqa", fromlist=["CATALOG"]).CATALOG
-                      if not t.scope.startswith("TABLE"))
-    items = fill_items(conn, 0, templates=templates)
+    items = fill_items(conn, 0, templates=tuple(t for t in CATALOG if not t.scope.startswith("TABLE")))
     conn.close()
-    return [dict(i.record(), split=("train", "valid", "test")[n % 3]) for n, i in enumerate(items)]
+    return items
 
 
-def test_every_ehrxqa_template_aligns(ehrxqa_records):
-    assert len({r["template_index"] for r in ehrxqa_records}) == len(ehrxqa_templates())
-    for r in ehrxqa_records:
-        fills = slot_fills(r)
-        assert fills, r["q_tag"]
+def test_every_ehrxqa_item_stores_the_words_of_each_placeholder(ehrxqa_items):
+    assert len({i.template.index for i in ehrxqa_items}) == len(ehrxqa_templates())
+    for item in ehrxqa_items:
+        names = {placeholder_name(m) for m in PLACEHOLDER.finditer(item.template.text)}
+        assert set(item.fills) == names and all(isinstance(w, str) for w in item.fills.values()), item.template.index
+        assert fill(item.template.text, item.fills) == item.question
 
 
-def test_ehrxqa_records_paraphrased(pools, ehrxqa_records):
-    from ehrxqa_pipeline.paraphrase.apply import fill
-
-    out = apply_paraphrases(ehrxqa_records, pools, seed=3)
-    assert out == apply_paraphrases(ehrxqa_records, pools, seed=3)
+def test_ehrxqa_items_paraphrased(pools, ehrxqa_items):
+    frame = _stored(ehrxqa_items)
+    out = choose_ehrxqa_phrasings(frame, pools, seed=3)
+    assert out.equals(choose_ehrxqa_phrasings(frame, pools, seed=3))
+    assert not out["paraphrase"].equals(choose_ehrxqa_phrasings(frame, pools, seed=4)["paraphrase"])
+    assert out.select("split", "id").equals(frame.sort("split", "id").select("split", "id"))
     by_side = {}
-    for r in pools.iter_rows(named=True):
+    for r in pools.sort("text").iter_rows(named=True):
         by_side.setdefault((r["template_id"], r["side"]), []).append(r["text"])
+    # the draw, re-derived: a new generator per split, one number per item in id order, into the sorted side
+    draws = {s: generator(3, "paraphrase.apply.ehrxqa").random(n)
+             for s, n in frame.group_by("split").len().iter_rows()}
+    item_of = {(s, i): ehrxqa_items[n] for n, (s, i) in enumerate(_stored_keys(ehrxqa_items))}
     changed = 0
-    for rec, new in zip(ehrxqa_records, out):
-        keys = list(new)
-        assert keys.index("question") == keys.index("template") - 1 and keys.index("para_type") == keys.index("tag") + 1
-        assert new["template"] == rec["template"]
-        assert not leftovers(new["question"]) and new["question"] == new["question"].lower()
-        for k, v in rec["value"].items():
-            if "{" + k + "}" in rec["q_tag"] and isinstance(v, int):
-                assert str(v) in new["question"]
-        for obj in rec["v_tag"]["object"]:
-            assert obj in new["question"]
-        tid, fills = f"ehrxqa/{rec['template_index']}", slot_fills(rec)
-        side = "train" if rec["split"] == "train" else "test"
-        if by_side.get((tid, side)):
-            assert new["para_type"] == "rule-based"
-            assert new["question"] in {fill(p, fills) for p in by_side[(tid, side)]}
+    for row in out.iter_rows(named=True):
+        item = item_of[(row["split"], row["id"])]
+        phrasings = by_side.get((f"ehrxqa/{row['template_index']}", "train" if row["split"] == "train" else "test"))
+        assert not leftovers(row["paraphrase"]) and row["paraphrase"] == row["paraphrase"].lower()
+        if phrasings:
+            u = draws[row["split"]][row["id"]]
+            assert row["para_type"] == "rule-based"
+            assert row["paraphrase"] == fill(phrasings[int(u * len(phrasings))], item.fills)
         else:
-            assert new["para_type"] == "original" and new["question"] == rec["template"]
-        changed += new["question"] != rec["template"]
-    assert changed > len(out) * 0.8
+            assert row["para_type"] == "original" and row["paraphrase"] == row["question"]
+        for v in item.record()["value"].values():
+            assert str(v) in row["paraphrase"]
+        changed += row["paraphrase"] != row["question"]
+    assert changed > out.height * 0.8
 
 
-def test_existing_question_and_para_type_fields_are_replaced_in_place(pools, ehrxqa_records):
-    rec = dict(ehrxqa_records[0])
-    release = {"db_id": rec["db_id"], "split": "test", "id": 0, "question": rec["template"],
-               "template": rec["template"], "q_tag": rec["q_tag"], "value": rec["value"], "t_tag": rec["t_tag"],
-               "o_tag": rec["o_tag"], "v_tag": rec["v_tag"], "tag": rec["tag"], "para_type": "none",
-               "template_index": rec["template_index"]}
-    (new,) = apply_paraphrases([release], pools, seed=0)
-    assert list(new) == list(release) and new["para_type"] == "rule-based"
+def _stored_keys(items, splits=("train", "valid", "test")) -> list[tuple[str, int]]:
+    """(split, id) of each item as ``_stored`` deals them."""
+    seen = dict.fromkeys(splits, 0)
+    keys = []
+    for n in range(len(items)):
+        s = splits[n % len(splits)]
+        keys.append((s, seen[s]))
+        seen[s] += 1
+    return keys
 
 
-def test_record_without_pool_or_with_a_wrong_template(ehrxqa_records):
-    rec = dict(ehrxqa_records[0])
-    (kept,) = apply_paraphrases([rec], pl.DataFrame(schema=POOL_SCHEMA), seed=0)
-    assert kept["question"] == rec["template"] and kept["para_type"] == "original"
-    bad = dict(rec, template="something else entirely")
-    with pytest.raises(AlignmentError, match="does not match"):
-        slot_fills(bad)
+def test_release_records_carry_the_phrasing_and_the_template(pools, ehrxqa_items):
+    from ehrxqa_pipeline.questions.ehrxqa.records import RECORD_FIELDS, build_records
+
+    records = build_records(choose_ehrxqa_phrasings(_stored(ehrxqa_items), pools, seed=0))
+    rec = records["test"][0]
+    assert tuple(rec) == RECORD_FIELDS and rec["para_type"] == "rule-based" and rec["question"] != rec["template"]
+    plain = build_records(choose_ehrxqa_phrasings(_stored(ehrxqa_items), pl.DataFrame(schema=POOL_SCHEMA), seed=0))
+    assert all(r["para_type"] == "original" and r["question"] == r["template"] for rs in plain.values() for r in rs)
+
+
+def _one_item(template, values: dict, split: str = "test") -> pl.DataFrame:
+    from ehrxqa_pipeline.questions.ehrxqa.catalog import slot_words
+
+    return pl.DataFrame([{"split": split, "id": 0, "template_index": template.index, "question": template.question(values),
+                          "fills": json.dumps(slot_words(template.text, values))}])
 
 
 def test_database_values_with_brackets_are_not_leftovers(pools):
@@ -147,20 +168,30 @@ def test_database_values_with_brackets_are_not_leftovers(pools):
     name = "esophagogastroduodenoscopy [egd] with closed biopsy"
     values = {"patient_id": 7, "procedure_name": name, "global1": TimeFilter("rel-hosp-last"),
               "object_1": "right apical zone", "attribute_1": "interstitial lung disease"}
-    rec = {"template": t.question(values), "q_tag": t.text, "template_index": t.index, "split": "test",
-           "value": {"patient_id": 7, "procedure_name": name}, "v_tag": {"object": ["right apical zone"],
-                                                                         "attribute": ["interstitial lung disease"]}}
-    (new,) = apply_paraphrases([rec], pools, seed=0)
-    assert new["para_type"] == "rule-based" and name in new["question"]
+    (row,) = choose_ehrxqa_phrasings(_one_item(t, values), pools, seed=0).iter_rows(named=True)
+    assert row["para_type"] == "rule-based" and name in row["paraphrase"] and row["paraphrase"] != row["question"]
 
 
-def test_release_record_of_a_template_without_pool_keeps_its_wording(pools):
-    """Release records carry no template_index: a table template is found by its q_tag and, having no pool,
-    keeps the filled template; an unknown q_tag is still an error."""
+def test_a_table_template_keeps_its_wording(pools):
     from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX
 
-    rec = {"template": "what is the intake method of heparin?", "q_tag": BY_INDEX[0].text, "split": "test"}
-    (kept,) = apply_paraphrases([rec], pools, seed=0)
-    assert kept["question"] == rec["template"] and kept["para_type"] == "original"
-    with pytest.raises(AlignmentError, match="unknown q_tag"):
-        apply_paraphrases([dict(rec, q_tag="what is {nothing}?")], pools, seed=0)
+    t = BY_INDEX[0]
+    (row,) = choose_ehrxqa_phrasings(_one_item(t, {"drug_name": "heparin"}), pools, seed=0).iter_rows(named=True)
+    assert row["paraphrase"] == row["question"] == "what is the intake method of heparin?"
+    assert row["para_type"] == "original"
+
+
+@pytest.mark.parametrize("phrasing, error", [
+    ("is {patient_id} seen in the ${object_2}?", r"ehrxqa/5010: .* placeholder its template does not have"),
+    ("has_verb ${object} {patient_id}} [time_filter_global1] ${attribute} {procedure_name}?", "marks left"),
+])
+def test_a_phrasing_that_does_not_fit_the_item_is_an_error(phrasing, error):
+    from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, TimeFilter
+
+    t = BY_INDEX[5010]
+    values = {"patient_id": 7, "procedure_name": "x", "global1": TimeFilter("rel-hosp-last"), "object_1": "left lung",
+              "attribute_1": "pneumonia"}
+    pools = pl.DataFrame([{"dataset": "ehrxqa", "template_id": "ehrxqa/5010", "template_key": None, "text": phrasing,
+                           "source": "llm", "cluster": 0, "side": "test"}], schema=POOL_SCHEMA)
+    with pytest.raises(PhrasingError, match=error):
+        choose_ehrxqa_phrasings(_one_item(t, values), pools, seed=0)

@@ -38,6 +38,7 @@ from ehrxqa_pipeline.questions.ehrxqa import slots
 from ehrxqa_pipeline.questions.ehrxqa.vqa_gold import SUPPORTED, gold_vqa
 from ehrxqa_pipeline.questions.vqa_templates import (EHRXQA_ANY_ABNORMALITY, EHRXQA_WORDING, SLOT_COLUMNS,
                                                      category_names, get_template)
+from ehrxqa_pipeline.questions.wording import PLACEHOLDER, fill, placeholder_name
 
 IMAGE_SCOPES = ("IMAGE-SINGLE-1", "IMAGE-SINGLE-2", "IMAGE-SINGLE-N", "IMAGE-GROUP-N")
 _TIME1 = "the [time_filter_exact1] study of patient {patient_id} [time_filter_global1]"
@@ -97,27 +98,41 @@ def vqa_question(vqa_text: str, values: dict) -> str:
     return render(vqa_text, values)
 
 
-def render(text: str, values: dict) -> str:
-    """Fill every slot of a template text; lower-cased, spaces tidied. Tense placeholders follow global1."""
-    def visual(m: re.Match) -> str:
-        slot = m.group(1)
-        if slot == "comparison":
+def _words(m: re.Match, text: str, values: dict) -> str:
+    """The words one placeholder match of ``text`` is filled with."""
+    name = placeholder_name(m)
+    visual, bracket, database, verb = m.groups()
+    if visual:
+        if visual == "comparison":
             return values["comparison"]
-        v = values[SLOT_COLUMNS[slot]]
-        return category_names(text[:m.start()])[v] if slot.startswith("category") else v
-    out = slots.tense(_VSLOT.sub(visual, text), values.get("global1"))
-    for i in ("1", "2"):
-        if f"[time_filter_exact{i}]" in out:
-            out = out.replace(f"[time_filter_exact{i}]", values[f"exact{i}"])
-        if f"[time_filter_global{i}]" in out:
-            out = out.replace(f"[time_filter_global{i}]", values.get(f"global{i}", slots.TimeFilter()).nl)
-    if "[time_filter_within]" in out:
-        out = out.replace("[time_filter_within]", values["within"].nl)
-    out = out.replace("[unit_count]", values.get("unit_count", "")).replace("[age_group]", values.get("age_group", ""))
-    out = re.sub(r"\{(\w+)\}", lambda m: str(slots.GENDER.get(values[m.group(1)], values[m.group(1)])
-                                              if m.group(1) == "gender" else values[m.group(1)]), out)
-    out = re.sub(r"\s+", " ", out)
-    return re.sub(r" ([,?.])", r"\1", out).strip().lower()
+        v = values[SLOT_COLUMNS[visual]]
+        return category_names(text[:m.start()])[v] if visual.startswith("category") else v
+    if verb:
+        return slots.tense(verb, values.get("global1"))
+    if database:
+        return str(slots.GENDER.get(values[name], values[name]) if name == "gender" else values[name])
+    which = re.fullmatch(r"time_filter_(exact|global|within)(\d?)", bracket)
+    if which is None:  # unit_count, age_group and the operation slots of table templates
+        return str(values.get(name, ""))
+    kind, i = which.groups()
+    if kind == "exact":
+        return values[f"exact{i}"]
+    return values["within"].nl if kind == "within" else values.get(f"global{i}", slots.TimeFilter()).nl
+
+
+def slot_words(text: str, values: dict) -> dict[str, str]:
+    """Placeholder name -> the words written for it in the question of ``text`` with ``values`` (the
+    record's slot fills, stored when the question is sampled and used again to fill its paraphrases).
+    Tense slots follow global1; a category reads singular after "which", else plural."""
+    words: dict[str, str] = {}
+    for m in PLACEHOLDER.finditer(text):
+        words.setdefault(placeholder_name(m), _words(m, text, values))
+    return words
+
+
+def render(text: str, values: dict) -> str:
+    """Fill every slot of a template text; lower-cased, spaces tidied."""
+    return fill(text, slot_words(text, values))
 
 
 def indicator(vqa_key: str, vqa_text: str, values: dict, sid: str = "t1.study_id") -> tuple[str, str]:

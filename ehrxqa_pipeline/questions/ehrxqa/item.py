@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from ehrxqa_pipeline.questions.ehrxqa import slots
-from ehrxqa_pipeline.questions.ehrxqa.catalog import _VSLOT
+from ehrxqa_pipeline.questions.ehrxqa.catalog import _VSLOT, slot_words
 from ehrxqa_pipeline.questions.ehrxqa.registry import modality
 from ehrxqa_pipeline.questions.vqa_templates import SLOT_COLUMNS
 
@@ -109,6 +109,12 @@ class FilledItem:
     neural_sql: str
     answer: list
     studies: list[int] = field(default_factory=list)  # the resolved study references (study 1, study 2)
+
+    @property
+    def fills(self) -> dict[str, str]:
+        """Placeholder name -> the words written for it in ``question`` (``catalog.slot_words``): stored with
+        the item, so that a paraphrase of the template is filled with the same words."""
+        return slot_words(self.template.text, self.values)
 
     def record(self) -> dict:
         """The published record fields this step fills, in the published order, then ``resolved_value``,

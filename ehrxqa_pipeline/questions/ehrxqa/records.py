@@ -2,13 +2,15 @@
 
 Stored rows (the warehouse table ``ehrxqa.questions``, ``STORED_SCHEMA``): one row per sampled item with
 its split, the 0-based ``id`` (position in the split file), database, template index / scope / modality,
-the draw order, the question, gold SQL, NeuralSQL, the answer (JSON) and the other record fields (JSON).
+the draw order, the question, gold SQL, NeuralSQL, the answer (JSON), the other record fields (JSON) and the
+slot fills (JSON: placeholder name -> the words written for it, ``FilledItem.fills``).
 
 Release records, one JSON file per split, fields in this order: db_id, split, id, question, template, query,
 value, q_tag, t_tag, o_tag, v_tag, tag, para_type, is_impossible, answer (the published fields, in the published
 order), then resolved_value (ours: the studies the query resolves, ``item.py``; docs/deviations.md "Published
 dataset: record format"). Before paraphrasing ``question`` is the filled template and ``para_type`` is "none";
-the release asset replaces both (``paraphrase.apply_paraphrases``). ``_gold_program`` is not published. A split
+the release asset replaces both with a phrasing filled with the stored fills
+(``paraphrase.choose_ehrxqa_phrasings``). ``_gold_program`` is not published. A split
 file is ordered by template index, then draw order; ``id`` counts from 0.
 
 ``check_stored(frame, databases, workers)`` re-executes every stored item's gold SQL and NeuralSQL (oracle VQA)
@@ -73,7 +75,8 @@ FIELD_DICTIONARY = (
 INTERNAL_KEYS = ("answer", "_gold_program", "template_index", "scope", "modality")  # stored in own columns
 STORED_SCHEMA = {"split": pl.String, "id": pl.Int64, "database": pl.String, "template_index": pl.Int64,
                  "scope": pl.String, "modality": pl.String, "draw": pl.Int64, "question": pl.String,
-                 "gold_sql": pl.String, "neural_sql": pl.String, "answer": pl.String, "record": pl.String}
+                 "gold_sql": pl.String, "neural_sql": pl.String, "answer": pl.String, "record": pl.String,
+                 "fills": pl.String}
 
 
 def catalog_rows(templates=CATALOG) -> dict[str, dict]:
@@ -97,7 +100,8 @@ def stored_frame(sample: Sample) -> pl.DataFrame:
                      "template_index": s.template_index, "scope": s.scope, "modality": modality(s.scope),
                      "draw": s.draw, "question": s.question, "gold_sql": s.gold_sql, "neural_sql": s.neural_sql,
                      "answer": json.dumps(s.answer),
-                     "record": json.dumps({k: v for k, v in s.record.items() if k not in INTERNAL_KEYS})})
+                     "record": json.dumps({k: v for k, v in s.record.items() if k not in INTERNAL_KEYS}),
+                     "fills": json.dumps(s.fills)})
         position[s.split] += 1
     return pl.DataFrame(rows, schema=STORED_SCHEMA)
 
@@ -128,20 +132,23 @@ def _resolved(value, where: str) -> dict:
 
 
 def release_record(row: Mapping) -> dict:
-    """One published record from a stored row (keys in ``RECORD_FIELDS`` order)."""
+    """One published record from a stored row (keys in ``RECORD_FIELDS`` order); ``question`` and
+    ``para_type`` from the row's ``paraphrase`` and ``para_type`` where it has them
+    (``paraphrase.choose_ehrxqa_phrasings``), else the filled template and "none"."""
     where = f"ehrxqa.questions split={row['split']} id={row['id']} (template {row['template_index']})"
     rec = json.loads(row["record"])
     template = rec.get("template", row["question"])
     return {"db_id": rec.get("db_id", DB_ID), "split": row["split"], "id": int(row["id"]),
-            "question": template, "template": template, "query": rec.get("query", row["neural_sql"].lower()),
+            "question": row.get("paraphrase", template), "template": template, "query": rec.get("query", row["neural_sql"].lower()),
             "value": rec.get("value", {}), "q_tag": rec.get("q_tag", ""), "t_tag": _t_tag(rec.get("t_tag"), where),
             "o_tag": rec.get("o_tag", {}), "v_tag": rec.get("v_tag", {}), "tag": rec.get("tag", ""),
-            "para_type": PARA_TYPE, "is_impossible": bool(rec.get("is_impossible", False)),
+            "para_type": row.get("para_type", PARA_TYPE), "is_impossible": bool(rec.get("is_impossible", False)),
             "answer": json.loads(row["answer"]), "resolved_value": _resolved(rec.get("resolved_value"), where)}
 
 
 def build_records(frame: pl.DataFrame) -> dict[str, list[dict]]:
-    """Split -> records in file order (by ``id``); every split present, possibly empty."""
+    """Split -> records in file order (by ``id``); every split present, possibly empty. ``frame``: stored rows,
+    with ``paraphrase`` and ``para_type`` where phrased."""
     _require_columns(frame, "ehrxqa.questions")
     out: dict[str, list[dict]] = {s: [] for s in SPLITS}
     for row in frame.sort("split", "id").iter_rows(named=True):  # formatting only: one dict per record

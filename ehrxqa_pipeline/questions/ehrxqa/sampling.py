@@ -116,11 +116,12 @@ class SampledItem:
     neural_sql: str
     answer: list
     record: dict
+    fills: dict  # placeholder name -> words (``FilledItem.fills``)
 
     @classmethod
     def of(cls, item: FilledItem, split: str, database: str, draw: int) -> SampledItem:
         return cls(split, database, item.template.index, item.template.scope, draw, item.question, item.gold_sql,
-                   item.neural_sql, item.answer, item.record())
+                   item.neural_sql, item.answer, item.record(), item.fills)
 
 
 @dataclass

@@ -74,9 +74,6 @@ SCOPES = ("TABLE-NONE", "TABLE-SINGLE", "TABLE-GROUP")
 # kinds whose answer is a list (any number of rows); every other kind answers exactly one row
 LIST_KINDS = frozenset({"names", "cost_of", "exact_names", "after_names", "n_times_names", "new_names", "times",
                         "per_period", "patient_ids", "top", "top_after", "top_same", "mortality"})
-OPERATIONS = {"agg_function": slots.AGG_FUNCTION, "comparison": slots.VALUE_COMPARISON, "n_rank": slots.N_RANK,
-              "n_times": slots.N_TIMES, "n_survival_period": slots.N_SURVIVAL, "sort": slots.SORT,
-              "unit_average": slots.UNIT_AVERAGE}  # rendered here; unit_count / age_group by catalog.render
 _SLOT = re.compile(r"\{(\w+)\}|\[(\w+)\]")
 
 SPEC = """
@@ -289,10 +286,7 @@ class TableTemplate:
         return self.kind not in LIST_KINDS
 
     def question(self, values: dict) -> str:
-        text = self.text
-        for slot in OPERATIONS:
-            text = text.replace(f"[{slot}]", str(values.get(slot, "")))
-        return render(text, values)
+        return render(self.text, values)
 
     def references(self, values: dict) -> list[str]:
         return []
