@@ -12,6 +12,7 @@ from collections.abc import Iterable
 import dagster as dg
 import duckdb
 
+from ehrxqa_pipeline.contracts import Contract
 from ehrxqa_pipeline.hashing import combine
 
 
@@ -24,6 +25,23 @@ def table_metadata(con: duckdb.DuckDBPyConnection, table: str) -> dict:
         dg.TableColumn(name, dtype, constraints=None if nullable == "YES" else dg.TableColumnConstraints(nullable=False))
         for name, dtype, nullable, *_ in columns])
     return {"dagster/row_count": int(rows), "dagster/column_schema": schema}
+
+
+def contract_schema(contract: Contract) -> dg.TableSchema:
+    """``dagster/column_schema`` from a data contract: each column's DuckDB type, its ``why`` as the
+    description, nullability, single-column uniqueness, allowed values and range; the keys as table
+    constraints."""
+    keys = [("primary key", contract.primary_key), *(("unique", u) for u in contract.unique)]
+    single = {cols[0] for _, cols in keys if len(cols) == 1}
+
+    def rules(c) -> list[str]:
+        return ([f"allowed: {', '.join(map(str, c.allowed))}"] if c.allowed is not None else []) + \
+            [f"{k} {v}" for k, v in (("min", c.min), ("max", c.max)) if v is not None]
+
+    return dg.TableSchema(
+        columns=[dg.TableColumn(c.name, c.duckdb_type, description=c.why, constraints=dg.TableColumnConstraints(
+            nullable=c.nullable, unique=c.name in single, other=rules(c))) for c in contract.columns],
+        constraints=dg.TableConstraints(other=[f"{kind} ({', '.join(cols)})" for kind, cols in keys if cols]))
 
 
 def content_digest(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> str:
