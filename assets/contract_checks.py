@@ -7,7 +7,9 @@ Every ingested table (blocking):
 
 Every other asset that writes warehouse tables: one ``contract`` check over all its tables (columns and
 types in order, non-nullable columns without nulls, allowed values, ranges, unique keys; ``check_structure``),
-not blocking: its failure is a code defect to fix, never a reason to stop a running build. And
+not blocking: its failure is a code defect to fix, never a reason to stop a running build. A standalone
+check, except on a partitioned asset, which declares it (``contract_check_spec``) and yields its result
+(``contract_check_result``) in each partition's run. And
 ``with_contract_metadata`` gives these assets their main table's ``dagster/column_schema`` (with each
 column's ``why``), ``dagster/table_name`` and the contract files, from the contracts at definition time.
 """
@@ -25,8 +27,9 @@ from ehrxqa_pipeline.quality import (CheckOutcome, check_foreign_keys, check_gx,
 from resources import Warehouse
 
 
-def _result(outcome: CheckOutcome) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(passed=outcome.passed, description=outcome.description[:2000],
+def _result(outcome: CheckOutcome, **which) -> dg.AssetCheckResult:
+    """The check result of ``outcome``; ``which``: asset_key and check_name where the asset yields it."""
+    return dg.AssetCheckResult(**which, passed=outcome.passed, description=outcome.description[:2000],
                                severity=dg.AssetCheckSeverity.ERROR,
                                metadata={k: dg.MetadataValue.json(v) if isinstance(v, (dict, list)) else v
                                          for k, v in outcome.metadata.items()})
@@ -87,13 +90,19 @@ def structure_outcome(con, asset: str, contracts: list[Contract]) -> CheckOutcom
                                                + ", ".join(o.metadata["table"] for o in outcomes))
 
 
-def _structure_check(asset: str, contracts: list[Contract]) -> dg.AssetChecksDefinition:
-    files = sorted({c.path.name for c in contracts})
+def _description(contracts: list[Contract]) -> str:
+    return (f"The tables as {', '.join(sorted({c.path.name for c in contracts}))} state them: columns and types in "
+            "order, non-nullable columns without nulls, allowed values, ranges, unique keys.")
 
+
+def _partitioned(contracts: list[Contract]) -> bool:
+    """The asset writes a table one partition at a time (its contract has a ``partition`` column)."""
+    return any(c.name == "partition" for contract in contracts for c in contract.columns)
+
+
+def _structure_check(asset: str, contracts: list[Contract]) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=dg.AssetKey.from_user_string(asset), name="contract", blocking=False, pool=DUCKDB_POOL,
-                    op_tags=DUCKDB_TAGS, automation_condition=WITH_ITS_ASSET,
-                    description=f"The tables as {', '.join(files)} state them: columns and types in order, "
-                                "non-nullable columns without nulls, allowed values, ranges, unique keys.")
+                    op_tags=DUCKDB_TAGS, automation_condition=WITH_ITS_ASSET, description=_description(contracts))
     def _check(warehouse: Warehouse) -> dg.AssetCheckResult:
         with warehouse.connect() as con:
             return _result(structure_outcome(con, asset, contracts))
@@ -101,7 +110,23 @@ def _structure_check(asset: str, contracts: list[Contract]) -> dg.AssetChecksDef
     return _check
 
 
-STRUCTURE_CHECKS = [_structure_check(asset, contracts) for asset, contracts in DERIVED.items()]
+# one standalone check per asset, except partitioned ones: Dagster runs a standalone check of a partitioned
+# asset in none of its partitions' runs, so those declare the check themselves (contract_check_spec)
+STRUCTURE_CHECKS = [_structure_check(asset, contracts) for asset, contracts in DERIVED.items()
+                    if not _partitioned(contracts)]
+
+
+def contract_check_spec(key: dg.AssetKey) -> dg.AssetCheckSpec:
+    """The ``contract`` check of a partitioned asset, declared with it (``check_specs``): the asset yields its
+    result (``contract_check_result``) in every partition's run, once its rows are written."""
+    return dg.AssetCheckSpec("contract", asset=key, blocking=False,
+                             description=_description(DERIVED[key.to_user_string()]))
+
+
+def contract_check_result(con, key: dg.AssetKey) -> dg.AssetCheckResult:
+    """The result of ``contract_check_spec``'s check: the whole tables, every partition written so far."""
+    outcome = structure_outcome(con, key.to_user_string(), DERIVED[key.to_user_string()])
+    return _result(outcome, asset_key=key, check_name="contract")
 
 
 def _with_metadata(spec: dg.AssetSpec) -> dg.AssetSpec:

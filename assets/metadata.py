@@ -63,15 +63,16 @@ def code_version(context: dg.AssetExecutionContext, key: dg.AssetKey | None = No
 
 def table_result(context: dg.AssetExecutionContext, con: duckdb.DuckDBPyConnection, table: str, *,
                  tables: Iterable[str] = (), asset_key: dg.AssetKey | None = None,
-                 metadata: dict | None = None) -> dg.MaterializeResult:
+                 metadata: dict | None = None, check_results: Iterable[dg.AssetCheckResult] = ()
+                 ) -> dg.MaterializeResult:
     """The MaterializeResult of an asset stored as ``table`` (plus ``tables`` it also writes, e.g. its
-    ``*_rejected`` table): row count and column schema of ``table``, ``metadata``, and a data version =
-    code version + content digest of all of them."""
+    ``*_rejected`` table): row count and column schema of ``table``, ``metadata``, ``check_results`` of checks
+    declared with the asset, and a data version = code version + content digest of all of them."""
     key = asset_key or context.asset_key
     digest = content_digest(con, [table, *tables])
     return dg.MaterializeResult(
         asset_key=asset_key, data_version=dg.DataVersion(combine(code_version(context, key), digest)),
-        metadata={**table_metadata(con, table), **(metadata or {})})
+        metadata={**table_metadata(con, table), **(metadata or {})}, check_results=list(check_results) or None)
 
 
 def records_metadata(records: list[dict]) -> dict:

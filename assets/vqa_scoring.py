@@ -9,6 +9,7 @@ import polars as pl
 from pydantic import Field
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, GPU_POOL, GPU_TAGS, ON_CHANGE, RELEASE_ON_CHANGE
+from assets.contract_checks import contract_check_result, contract_check_spec
 from assets.cxr_cohort import IMAGE_PARTITIONS
 from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.ehr_db import DB_KEYS, database_dir
@@ -118,6 +119,7 @@ def _partition_images(work, partition: str) -> list[str]:
 
 @dg.asset(key=PREDICTIONS_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"pytorch", "duckdb"},
           owners=OWNERS, deps=[MODEL_KEY, SPLITS_KEY, DB_KEYS["gold"]], partitions_def=IMAGE_PARTITIONS,
+          check_specs=[contract_check_spec(PREDICTIONS_KEY)],
           automation_condition=ON_CHANGE, pool=GPU_POOL, op_tags={**DUCKDB_TAGS, **GPU_TAGS},
           description="Grain: one row per (image, object, attribute) of the label pool with the reference model's "
                       "probability (vqa_scoring.predicted_relations) and one row per image with P(PA), P(male) and "
@@ -157,7 +159,8 @@ def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConf
         shard = f"""(SELECT * FROM {SCHEMA}.predicted_relations WHERE "partition" = '{part}')"""
         return dg.MaterializeResult(metadata={
             **table_metadata(con, shard), "images": preds.images.height,
-            "timings": dg.MetadataValue.json({k: v for k, v in timings.items() if k != "missing"})})
+            "timings": dg.MetadataValue.json({k: v for k, v in timings.items() if k != "missing"})},
+            check_results=[contract_check_result(con, PREDICTIONS_KEY)])
 
 
 # Laplace-smoothed share of silver-train images on which each pool pair is affirmed (evaluate.prior_corrected)

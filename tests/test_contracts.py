@@ -214,8 +214,8 @@ READERS = {"cxr_cohort/image_downloads": "the image download list (CSV, URLs)",
 
 def test_every_asset_writing_a_table_has_a_contract():
     """Every asset of the code location that works on the warehouse (kind duckdb) has contracts for the tables it
-    writes, unless it is a reader listed above; every contract names an asset of the code location, and its
-    sources that are warehouse tables are tables its asset's ancestors (or the asset itself) write."""
+    writes, unless it is a reader listed above; every contract names an asset of the code location, which has a
+    `contract` check; its sources that are warehouse tables are tables its asset's ancestors (or itself) write."""
     import re
 
     from ehrxqa_pipeline.definitions import defs
@@ -227,6 +227,9 @@ def test_every_asset_writing_a_table_has_a_contract():
     assert duckdb_assets - set(READERS) <= set(by_asset), duckdb_assets - set(READERS) - set(by_asset)
     assert set(READERS) <= duckdb_assets and not set(READERS) & set(by_asset)
     assert set(by_asset) <= set(keys), set(by_asset) - set(keys)
+    # and each has its `contract` check (standalone, or declared with a partitioned asset)
+    checked = {k.asset_key.to_user_string() for k in graph.asset_check_keys if k.name == "contract"}
+    assert set(by_asset) <= checked, set(by_asset) - checked
     writers = {t: a for c in all_contracts() for a, t in c.tables}
     for asset, contracts in by_asset.items():
         upstream = {k.to_user_string() for k in graph.get_ancestor_asset_keys(keys[asset])} | {asset}
