@@ -3,11 +3,13 @@
 import dagster as dg
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
+from assets.contract_checks import contract_check_result, contract_check_spec
 from assets.metadata import table_result
 from assets.ingest import ingest_key
 from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.cxr import downloads, selection
 from ehrxqa_pipeline.hashing import combine
+from ehrxqa_pipeline.cxr.integrity import CONTRACT as INTEGRITY_CONTRACT
 from ehrxqa_pipeline.cxr.integrity import JPEG_FAILURES, candidates_sql, check_images
 from ehrxqa_pipeline.release.digest import sha256_file
 from ehrxqa_pipeline.sources.images import images_dir
@@ -57,6 +59,7 @@ def image_downloads(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg
 
 
 @dg.asset(key=INTEGRITY_KEY, code_version="1", deps=[RULES_KEY], partitions_def=IMAGE_PARTITIONS,
+          check_specs=[contract_check_spec(INTEGRITY_KEY)],
           description="Grain: one row per candidate image (rules 1-3 passed, or a gold image) of one top "
                       "folder, with its JPEG status: ok, missing_jpeg, undecodable_jpeg or size_mismatch. "
                       "Source: SOURCE_ROOT/mimic-cxr-jpg/2.0.0/files/pNN.", **{**COMMON, "kinds": {"duckdb", "pillow"}})
@@ -73,14 +76,15 @@ def image_integrity(context: dg.AssetExecutionContext, pipeline_config: Pipeline
         context.log.warning("EHRXQA_CHECK_IMAGES=0: JPEGs not checked")
     with warehouse.connect() as con:
         with transaction(con):  # a metadata-only source writes no rows
-            replace_partition(con, f"{names.CXR_COHORT}.image_integrity", 'dicom_id VARCHAR, "partition" VARCHAR, '
-                              "relpath VARCHAR, status VARCHAR, detail VARCHAR", part, result)
+            replace_partition(con, f"{names.CXR_COHORT}.image_integrity", INTEGRITY_CONTRACT.duckdb_columns(),
+                              part, result)
         counts = result.group_by("status").len().sort("status").rows() if settings.check_images else []
         context.log.info(f"{part}: {images.height} candidate images, {result.height} checked {dict(counts)}")
         rows = (f'(SELECT * EXCLUDE ("partition") FROM {names.CXR_COHORT}.image_integrity '
                 f"WHERE \"partition\" = '{part}')")
         return table_result(context, con, rows, metadata={"status_counts": dg.MetadataValue.json(dict(counts)),
-                                                          "checked": settings.check_images})
+                                                          "checked": settings.check_images},
+                            check_results=[contract_check_result(con, INTEGRITY_KEY)])
 
 
 @dg.multi_asset(

@@ -15,6 +15,7 @@ from assets.metadata import records_metadata, table_metadata
 from assets.ehr_db import DB_KEYS, database_dir
 from assets.paraphrase import POOLS_KEY
 from ehrxqa_pipeline import atomic, names
+from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.paraphrase import choose_ehrxqa_phrasings
 from ehrxqa_pipeline.questions.ehrxqa import CATALOG, stats
 from ehrxqa_pipeline.questions.ehrxqa.records import (STORED_SCHEMA, build_records, catalog_rows, check_stored,
@@ -32,9 +33,7 @@ STATS_KEY = dg.AssetKey([names.EHRXQA, "statistics"])
 RELEASE_KEY = dg.AssetKey([names.RELEASE, "ehrxqa"])
 SCHEMA = names.EHRXQA
 COMMON = dict(automation_condition=ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"])
-REPORT_SCHEMA = {"template_index": pl.Int64, "scope": pl.String, "database": pl.String, "cap": pl.Int64,
-                 "draws": pl.Int64, "valid_draws": pl.Int64, "duplicates": pl.Int64, "kept": pl.Int64,
-                 "stop": pl.String, "reason": pl.String}
+REPORT_SCHEMA = load_contract("ehrxqa.sampling_report").polars_schema()
 SHOW_MISMATCHES = 5
 MAX_AUTO_WORKERS = 4  # sampling and the check are CPU-bound Python + SQLite: one process per core
 ITEMS_PER_WORKER = 2000
@@ -113,9 +112,7 @@ def catalog(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Materia
     rows = catalog_rows()
     text = json.dumps(rows, indent=4, ensure_ascii=False)
     frame = pl.DataFrame([{"template_index": int(k), **v} for k, v in rows.items()],
-                         schema={"template_index": pl.Int64, "question_template": pl.String,
-                                 "vqa_template": pl.String, "scope": pl.String, "modality": pl.String,
-                                 "patient_scope": pl.String, "images": pl.String})
+                         schema=load_contract("ehrxqa.catalog").polars_schema())
     _write_tables(warehouse, {"catalog": frame})
     path = pipeline_config.settings().release_dir / "ehrxqa" / "template_catalog.json"
     write_json(rows, path)
@@ -149,7 +146,7 @@ def questions(context: dg.AssetExecutionContext, config: EhrxqaSamplingConfig, p
     frame = stored_frame(sample)
     reports = pl.DataFrame([r.row() for r in sample.reports], schema=REPORT_SCHEMA)
     settings_used = pl.DataFrame({"setting": list(asdict(caps)), "value": list(asdict(caps).values())},
-                                 schema={"setting": pl.String, "value": pl.Int64})
+                                 schema=load_contract("ehrxqa.sampling_config").polars_schema())
     _write_tables(warehouse, {"questions": frame, "sampling_report": reports, "sampling_config": settings_used})
     none = [f"{i} {db}: {why}" for i, db, why in
             reports.filter(pl.col("kept") == 0).select("template_index", "database", "reason").iter_rows()]

@@ -37,13 +37,13 @@ def _ingest_asset(contract: Contract) -> dg.AssetsDefinition:
               code_version=code_version, automation_condition=ON_CHANGE, pool=DUCKDB_POOL,
               op_tags=DUCKDB_TAGS, kinds={"duckdb", "polars"}, owners=["team:ehrxqa"],
               description=f"{contract.grain.capitalize()}. Grain: {contract.grain}. Source: "
-                          f"SOURCE_ROOT/{contract.source}. Refused rows: {names.INGEST}."
+                          f"SOURCE_ROOT/{contract.source_file}. Refused rows: {names.INGEST}."
                           f"{names.rejected(table)} with a reason (bad input, or out_of_scope:<rule>).",
               metadata={"table": f"{names.INGEST}.{table}", "contract": str(contract.path.name)})
     def _asset(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
                warehouse: Warehouse) -> dg.MaterializeResult:
         settings = pipeline_config.settings()
-        context.log.info(f"{table}: reading SOURCE_ROOT/{contract.source} into {names.INGEST}.{table}")
+        context.log.info(f"{table}: reading SOURCE_ROOT/{contract.source_file} into {names.INGEST}.{table}")
         layout = settings.layout()
         try:
             # The version read is the one hashed here, before the read; a file that changes until the read

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 import dagster as dg
 import duckdb
 
+from ehrxqa_pipeline.contracts import Contract
 from ehrxqa_pipeline.hashing import combine
 
 
@@ -24,6 +25,23 @@ def table_metadata(con: duckdb.DuckDBPyConnection, table: str) -> dict:
         dg.TableColumn(name, dtype, constraints=None if nullable == "YES" else dg.TableColumnConstraints(nullable=False))
         for name, dtype, nullable, *_ in columns])
     return {"dagster/row_count": int(rows), "dagster/column_schema": schema}
+
+
+def contract_schema(contract: Contract) -> dg.TableSchema:
+    """``dagster/column_schema`` from a data contract: each column's DuckDB type, its ``why`` as the
+    description, nullability, single-column uniqueness, allowed values and range; the keys as table
+    constraints."""
+    keys = [("primary key", contract.primary_key), *(("unique", u) for u in contract.unique)]
+    single = {cols[0] for _, cols in keys if len(cols) == 1}
+
+    def rules(c) -> list[str]:
+        return ([f"allowed: {', '.join(map(str, c.allowed))}"] if c.allowed is not None else []) + \
+            [f"{k} {v}" for k, v in (("min", c.min), ("max", c.max)) if v is not None]
+
+    return dg.TableSchema(
+        columns=[dg.TableColumn(c.name, c.duckdb_type, description=c.why, constraints=dg.TableColumnConstraints(
+            nullable=c.nullable, unique=c.name in single, other=rules(c))) for c in contract.columns],
+        constraints=dg.TableConstraints(other=[f"{kind} ({', '.join(cols)})" for kind, cols in keys if cols]))
 
 
 def content_digest(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> str:
@@ -45,15 +63,16 @@ def code_version(context: dg.AssetExecutionContext, key: dg.AssetKey | None = No
 
 def table_result(context: dg.AssetExecutionContext, con: duckdb.DuckDBPyConnection, table: str, *,
                  tables: Iterable[str] = (), asset_key: dg.AssetKey | None = None,
-                 metadata: dict | None = None) -> dg.MaterializeResult:
+                 metadata: dict | None = None, check_results: Iterable[dg.AssetCheckResult] = ()
+                 ) -> dg.MaterializeResult:
     """The MaterializeResult of an asset stored as ``table`` (plus ``tables`` it also writes, e.g. its
-    ``*_rejected`` table): row count and column schema of ``table``, ``metadata``, and a data version =
-    code version + content digest of all of them."""
+    ``*_rejected`` table): row count and column schema of ``table``, ``metadata``, ``check_results`` of checks
+    declared with the asset, and a data version = code version + content digest of all of them."""
     key = asset_key or context.asset_key
     digest = content_digest(con, [table, *tables])
     return dg.MaterializeResult(
         asset_key=asset_key, data_version=dg.DataVersion(combine(code_version(context, key), digest)),
-        metadata={**table_metadata(con, table), **(metadata or {})})
+        metadata={**table_metadata(con, table), **(metadata or {})}, check_results=list(check_results) or None)
 
 
 def records_metadata(records: list[dict]) -> dict:

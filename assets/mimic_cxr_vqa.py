@@ -9,6 +9,7 @@ from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.paraphrase import POOLS_KEY
 from assets.splits import SPLITS_KEY
 from ehrxqa_pipeline import atomic, names
+from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.paraphrase import choose_vqa_phrasings
 from ehrxqa_pipeline.paraphrase.placeholders import leftovers
 from ehrxqa_pipeline.questions.mimic_cxr_vqa import stats as vqa_stats
@@ -23,9 +24,7 @@ STATS_KEY = dg.AssetKey([names.MIMIC_CXR_VQA, "statistics"])
 RELEASE_KEY = dg.AssetKey([names.RELEASE, "mimic_cxr_vqa"])
 SPLIT_NAMES = ("train", "valid", "test")
 MIN_QUESTIONS_FOR_ENTROPY = 20  # below this, one question more or less swings the entropy comparison
-ENTROPY_SCHEMA = {"split": pl.String, "template_key": pl.String, "template_index": pl.Int64, "n": pl.Int64,
-                  "answers": pl.Int64, "entropy": pl.Float64, "uniform_sample_entropy": pl.Float64,
-                  "pool_entropy": pl.Float64, "pool_size": pl.Int64}
+ENTROPY_SCHEMA = load_contract("mimic_cxr_vqa.answer_entropy").polars_schema()
 COMMON = dict(automation_condition=ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"])
 
 # Labels of train/valid images come from the silver set, of test images from the gold set.
@@ -73,7 +72,8 @@ def questions(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig
     with warehouse.connect() as con:
         replace_tables(con, names.MIMIC_CXR_VQA, {  # in one transaction
             "questions": q, "answer_entropy": pl.DataFrame(entropy, schema=ENTROPY_SCHEMA),
-            "vocabulary": pl.DataFrame({"answer": vocabulary})})
+            "vocabulary": pl.DataFrame({"answer": vocabulary},
+                                       schema=load_contract("mimic_cxr_vqa.vocabulary").polars_schema())})
         schema = names.MIMIC_CXR_VQA
         materialized = table_result(context, con, f"{schema}.questions",
                                     tables=[f"{schema}.answer_entropy", f"{schema}.vocabulary"])

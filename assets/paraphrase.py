@@ -11,6 +11,7 @@ from assets.metadata import records_metadata, table_metadata
 from assets.ingest import ingest_key
 from ehrxqa_pipeline import atomic, filters, names
 from ehrxqa_pipeline.config import Environment
+from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.paraphrase import rules
 from ehrxqa_pipeline.paraphrase.generate import CANDIDATE_SCHEMA, from_llm, prompts_for, rule_based
 from ehrxqa_pipeline.paraphrase.pools import build_pools, pool_problems, pool_sizes
@@ -79,7 +80,7 @@ def templates_by_source(templates, pool: pl.DataFrame) -> dict[str, dict[str, in
 def paraphraser_frame(model: str | None, fallback: str | None) -> pl.DataFrame:
     """One row: whether an LLM endpoint made the candidates, its model (never its URL or key), the fallback."""
     return pl.DataFrame({"llm": [model is not None], "model": [model], "fallback": [fallback]},
-                        schema={"llm": pl.Boolean, "model": pl.String, "fallback": pl.String})
+                        schema=load_contract("paraphrase.paraphraser").polars_schema())
 
 
 def paraphraser_facts(templates, made: pl.DataFrame, candidates_frame: pl.DataFrame,
@@ -114,7 +115,8 @@ def prompts(llm: LLMResource, warehouse: Warehouse):
     frame = pl.DataFrame({"template_id": [t.template_id for t in templates], "dataset": [t.dataset for t in templates],
                           "template_key": [t.key for t in templates], "form": [t.form for t in templates],
                           "text": [t.text for t in templates], "count": [counts[t.dataset] for t in templates],
-                          "prompt_version": PROMPT_VERSION, "prompt": [texts[t.template_id] for t in templates]})
+                          "prompt_version": PROMPT_VERSION, "prompt": [texts[t.template_id] for t in templates]},
+                         schema=load_contract("paraphrase.prompts").polars_schema())
     with warehouse.connect() as con:
         replace_tables(con, G, {"prompts": frame})
         stored = table_metadata(con, f"{G}.prompts")
@@ -203,8 +205,8 @@ def candidates(context: dg.AssetExecutionContext, pipeline_config: PipelineConfi
                      f"usable LLM answer")
     made = paraphraser_frame(llm_settings.model if llm_settings is not None else None,
                              fallback if llm_settings is not None else None)
-    failures = pl.DataFrame(sorted(report.errors.items()), schema={"template_id": pl.String, "kind": pl.String},
-                            orient="row")
+    failures = pl.DataFrame(sorted(report.errors.items()), orient="row",
+                            schema=load_contract("paraphrase.llm_failures").polars_schema())
     with warehouse.connect() as con:  # what made the candidates, read by the datasheet and the manifest
         replace_tables(con, G, {"candidates": frame, "paraphraser": made, "llm_failures": failures})
         stored = table_metadata(con, f"{G}.candidates")

@@ -9,6 +9,7 @@ import polars as pl
 from pydantic import Field
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, GPU_POOL, GPU_TAGS, ON_CHANGE, RELEASE_ON_CHANGE
+from assets.contract_checks import contract_check_result, contract_check_spec
 from assets.cxr_cohort import IMAGE_PARTITIONS
 from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.ehr_db import DB_KEYS, database_dir
@@ -20,9 +21,11 @@ from assets.paraphrase import POOLS_KEY
 from assets.splits import SPLITS_KEY
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.atomic import write_bytes, write_text
+from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.release.plots import markdown_image
 from ehrxqa_pipeline.sources.images import images_dir
-from ehrxqa_pipeline.vqa.predictions import IMAGES_SCHEMA, RELATIONS_SCHEMA, Predictions
+from ehrxqa_pipeline.vqa.predictions import (IMAGES_CONTRACT, IMAGES_SCHEMA, RELATIONS_CONTRACT, RELATIONS_SCHEMA,
+                                             Predictions)
 from ehrxqa_pipeline.warehouse import replace_partition, replace_tables, transaction
 from resources import PipelineConfig, VqaDevice, Warehouse
 
@@ -116,6 +119,7 @@ def _partition_images(work, partition: str) -> list[str]:
 
 @dg.asset(key=PREDICTIONS_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"pytorch", "duckdb"},
           owners=OWNERS, deps=[MODEL_KEY, SPLITS_KEY, DB_KEYS["gold"]], partitions_def=IMAGE_PARTITIONS,
+          check_specs=[contract_check_spec(PREDICTIONS_KEY)],
           automation_condition=ON_CHANGE, pool=GPU_POOL, op_tags={**DUCKDB_TAGS, **GPU_TAGS},
           description="Grain: one row per (image, object, attribute) of the label pool with the reference model's "
                       "probability (vqa_scoring.predicted_relations) and one row per image with P(PA), P(male) and "
@@ -148,16 +152,15 @@ def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConf
     with warehouse.connect() as con:
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
         with transaction(con):  # both tables' rows of this partition at once
-            for table, frame, schema in (("predicted_relations", preds.relations, RELATIONS_SCHEMA),
-                                         ("predicted_images", preds.images, IMAGES_SCHEMA)):
-                cols = ", ".join(f'"{c}" {"DOUBLE" if t == pl.Float64 else "FLOAT" if t == pl.Float32 else "VARCHAR"}'
-                                 for c, t in schema.items())
-                replace_partition(con, f"{SCHEMA}.{table}", f'"partition" VARCHAR, {cols}', part,
+            for contract, frame, schema in ((RELATIONS_CONTRACT, preds.relations, RELATIONS_SCHEMA),
+                                            (IMAGES_CONTRACT, preds.images, IMAGES_SCHEMA)):
+                replace_partition(con, f"{SCHEMA}.{contract.table}", contract.duckdb_columns(), part,
                                   frame.select(*schema))
         shard = f"""(SELECT * FROM {SCHEMA}.predicted_relations WHERE "partition" = '{part}')"""
         return dg.MaterializeResult(metadata={
             **table_metadata(con, shard), "images": preds.images.height,
-            "timings": dg.MetadataValue.json({k: v for k, v in timings.items() if k != "missing"})})
+            "timings": dg.MetadataValue.json({k: v for k, v in timings.items() if k != "missing"})},
+            check_results=[contract_check_result(con, PREDICTIONS_KEY)])
 
 
 # Laplace-smoothed share of silver-train images on which each pool pair is affirmed (evaluate.prior_corrected)
@@ -216,7 +219,7 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
     write_text(settings.release_dir / "scores.md", md)
     rows = pl.DataFrame([{"module": m, "metric": k, "value": None if v is None else float(v)}
                          for m, metrics in json.loads(text).items() for k, v in metrics.items()],
-                        schema={"module": pl.String, "metric": pl.String, "value": pl.Float64})
+                        schema=load_contract("vqa_scoring.scores").polars_schema())
     with warehouse.connect() as con:
         replace_tables(con, SCHEMA, {"scores": rows})
         return table_result(context, con, f"{SCHEMA}.scores", metadata={

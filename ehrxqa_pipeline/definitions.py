@@ -6,6 +6,7 @@ import dagster as dg
 
 import assets
 from assets.automation import DEVICE_TAG, DUCKDB_TAGS, GPU_POOL, automation_sensor, weekly_rebuild
+from assets.contract_checks import with_contract_metadata
 from assets.release import manifest_asset
 from ehrxqa_pipeline.config import EXECUTOR_ENV, Environment, SettingError
 from resources import default_resources
@@ -58,8 +59,9 @@ JOBS = [
 
 defs = dg.Definitions(
     # every asset and check of the assets package (module attributes, or lists of them for the generated
-    # ones); the manifest, which reads these Definitions when it runs, is made here
-    assets=[*dg.load_assets_from_package_module(assets), manifest_asset(lambda: defs)],
+    # ones), with their data contracts' metadata; the manifest, which reads these Definitions when it runs, is
+    # made here
+    assets=[*with_contract_metadata(dg.load_assets_from_package_module(assets)), manifest_asset(lambda: defs)],
     asset_checks=dg.load_asset_checks_from_package_module(assets),
     jobs=JOBS,
     schedules=[weekly_rebuild],

@@ -1,4 +1,5 @@
-"""Contract checks over ingested DuckDB tables: types, keys, quarantine share, foreign keys, GX suite.
+"""Contract checks over DuckDB tables: the structure of every contract-backed table (``check_structure``), and
+for the ingested tables types, keys, quarantine share, foreign keys and the GX suite.
 
 Each function returns a ``CheckOutcome`` (passed + metadata) so the Dagster layer only translates it.
 Great Expectations sees pandas (its only dataframe backend) at this boundary; tables larger than
@@ -32,6 +33,75 @@ def _count(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> int:
 def _columns(con, schema: str, table: str) -> dict[str, str]:
     return dict(con.execute("SELECT column_name, data_type FROM information_schema.columns "
                             "WHERE table_schema = ? AND table_name = ?", [schema, table]).fetchall())
+
+
+def _columns_in_order(con, table: str) -> list[tuple[str, str]]:
+    """(column, DuckDB type) of ``table`` (schema.name) in table order; empty when it does not exist."""
+    schema, name = table.split(".")
+    return con.execute("SELECT column_name, data_type FROM information_schema.columns "
+                       "WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position", [schema, name]).fetchall()
+
+
+def _column_problems(contract: Contract, table: str, actual: list[tuple[str, str]]) -> list[str]:
+    """Contracted columns missing or of another type; for a contract that lists every column, columns it
+    does not list and a different order."""
+    found = dict(actual)
+    problems = [f"{table}.{c.name}: missing, the contract says {c.duckdb_type} (rule: type)" if c.name not in found
+                else f"{table}.{c.name}: {found[c.name]}, the contract says {c.duckdb_type} (rule: type)"
+                for c in contract.columns if found.get(c.name) != c.duckdb_type]
+    if contract.lists_every_column:
+        listed = [c.name for c in contract.columns]
+        problems += [f"{table}.{name}: not in the contract (rule: columns)" for name, _ in actual if name not in listed]
+        if not problems and [name for name, _ in actual] != listed:
+            problems.append(f"{table}: columns in the order {[n for n, _ in actual]}, the contract says {listed} "
+                            "(rule: column order)")
+    return problems
+
+
+def _value_problems(con, contract: Contract, table: str) -> tuple[list[str], int]:
+    """Nulls in non-nullable columns, values outside ``allowed`` or ``min``/``max``, duplicate keys; and the
+    row count. One scan for the column rules, one GROUP BY per key."""
+    rules: list[tuple[str, str, str, list]] = []  # (column, rule, SQL condition of a bad row, parameters)
+    for c in contract.columns:
+        col = quote(c.name)
+        if not c.nullable:
+            rules.append((c.name, "nullable: false", f"{col} IS NULL", []))
+        if c.allowed is not None:
+            rules.append((c.name, f"allowed {list(c.allowed)}", f"NOT list_contains(?, {col})", [list(c.allowed)]))
+        if c.min is not None or c.max is not None:
+            bounds = [b for b in (c.min, c.max) if b is not None]
+            cond = " OR ".join(f"{col} {op} ?" for op, b in (("<", c.min), (">", c.max)) if b is not None)
+            rule = ", ".join(f"{k}: {v}" for k, v in (("min", c.min), ("max", c.max)) if v is not None)
+            rules.append((c.name, rule, cond, bounds))
+    counts = con.execute("SELECT count(*)" + "".join(f", count(*) FILTER (WHERE {cond})" for _, _, cond, _ in rules)
+                         + f" FROM {table}", [p for *_, params in rules for p in params]).fetchone()
+    problems = [f"{table}.{column}: {n:,} of {counts[0]:,} rows break it (rule: {rule})"
+                for (column, rule, _, _), n in zip(rules, counts[1:]) if n]
+    for kind, cols in (("primary_key", contract.primary_key), *(("unique", u) for u in contract.unique)):
+        if not cols:
+            continue
+        key = ", ".join(quote(c) for c in cols)
+        surplus = _count(con, f"SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM {table} "
+                              f"GROUP BY {key} HAVING count(*) > 1)")
+        if surplus:
+            problems.append(f"{table}.({', '.join(cols)}): {surplus} duplicate rows (rule: {kind})")
+    return problems, int(counts[0])
+
+
+def check_structure(con, contract: Contract, table: str) -> CheckOutcome:
+    """``table`` (schema.name) against ``contract``: every contracted column with its type (and, when the
+    contract lists every column, nothing else and in its order), then non-nullable columns without nulls,
+    allowed values, ranges and unique keys. Each problem names the table, the column and the rule."""
+    actual = _columns_in_order(con, table)
+    if not actual:
+        return CheckOutcome(False, {"table": table, "problems": [f"{table}: no such table (rule: exists)"]},
+                            f"{table}: no such table (rule: exists)")
+    problems = _column_problems(contract, table, actual)
+    rows = None
+    if not problems:  # the value rules read columns of the contracted types
+        problems, rows = _value_problems(con, contract, table)
+    return CheckOutcome(not problems, {"table": table, "rows": rows, "problems": problems},
+                        "; ".join(problems) or f"{table}: columns, types, keys and values as contracted")
 
 
 def check_types_and_keys(con, contract: Contract) -> CheckOutcome:

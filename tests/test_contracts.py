@@ -1,12 +1,13 @@
-"""Contracts: consistent with the source layout, and each rule quarantines with its exact reason."""
+"""Contracts: the ingest contracts consistent with the source layout, each rule quarantining with its exact reason;
+every table-backed asset with contracts, their structural checks and metadata."""
 
 import datetime as dt
 
 import polars as pl
 import pytest
 
-from ehrxqa_pipeline.contracts import (CONTRACTS_DIR, ContractError, load_contract, parse_contract,
-                                       reason_expr)
+from ehrxqa_pipeline.contracts import (CONTRACTS_DIR, ContractError, all_contracts, contracts_by_asset, load_contract,
+                                       parse_contract, reason_expr)
 from ehrxqa_pipeline.sources.schema import TABLES
 
 ALL = sorted(p.stem.replace(".", "/") for p in CONTRACTS_DIR.glob("ingest.*.yaml"))
@@ -89,3 +90,156 @@ def test_scope_rules_parse():
     assert [(r.name, r.sql, r.why) for r in c.scope] == [("small", "a < 3", "w")]
     df = _frame(a=[1, 5, None])
     assert df.with_columns(reason_expr(c, df.columns))["_reason"].to_list() == [None, "out_of_scope:small", None]
+
+
+# --- every contract-backed table: contracts, the structural check, the Dagster metadata --------------------
+
+def test_every_contract_parses_with_its_reasons():
+    """Each file: grain, source, a reason per column, keys among its columns; named after its table
+    (``schema.name``), or for a shape several assets write (the EHR databases) after their group and table."""
+    for contract in all_contracts():
+        assert contract.grain and contract.source, contract.name
+        assert all(c.why for c in contract.columns), contract.name
+        assert all(fk.why for fk in contract.foreign_keys), contract.name
+        tables = {t for _, t in contract.tables}
+        if len(tables) == 1:
+            assert contract.name == next(iter(tables)), contract.name
+        else:
+            groups = {a.split("/")[0] for a, _ in contract.tables}
+            names = {t.split(".")[1] for t in tables}
+            assert len(groups) == 1 and len(names) == 1, contract.name
+            assert contract.name == f"{groups.pop()}.{names.pop()}"
+
+
+def test_polars_schema_and_ddl_follow_the_column_order():
+    c = load_contract("vqa_scoring.predicted_images")
+    assert c.polars_schema() == {"partition": pl.String, "image_id": pl.String, "p_pa": pl.Float32,
+                                 "p_male": pl.Float32, "ctr": pl.Float64, "mtr": pl.Float64}
+    assert list(c.polars_schema(without=("partition",))) == ["image_id", "p_pa", "p_male", "ctr", "mtr"]
+    assert c.duckdb_columns() == ('"partition" VARCHAR, "image_id" VARCHAR, "p_pa" FLOAT, "p_male" FLOAT, '
+                                  '"ctr" DOUBLE, "mtr" DOUBLE')
+    assert load_contract("mimic_cxr_vqa.questions").polars_schema()["answer"] == pl.List(pl.String)
+
+
+def test_malformed_contracts_are_named(tmp_path):
+    with pytest.raises(ContractError, match=r"primary_key names \['b'\]"):
+        parse_contract({"asset": "x/y", "grain": "g", "source": "s", "primary_key": ["b"],
+                        "columns": {"a": {"type": "int"}}})
+    with pytest.raises(ContractError, match="write an asset as group/name"):
+        parse_contract({"asset": "x", "grain": "g", "source": "s", "columns": {}})
+    (tmp_path / "x.y.yaml").write_text("asset: x/y\ngrain: one row: per thing\n")
+    with pytest.raises(ContractError, match=r"x\.y\.yaml: not valid YAML"):
+        load_contract("x.y", tmp_path)
+
+
+def _splits_tables(con) -> None:
+    """Small splits.* tables that keep their contracts."""
+    con.execute("CREATE SCHEMA splits")
+    con.execute("""CREATE TABLE splits.images AS SELECT * FROM (VALUES
+        ('a', 10000001::BIGINT, 50000001::BIGINT, 'train', 'PA', 'F', 'p10/a.jpg', 0.5::DOUBLE, 0.3::DOUBLE, TRUE),
+        ('b', 10000002::BIGINT, 50000002::BIGINT, 'test', 'AP', NULL, 'p10/b.jpg', NULL, 0.3, FALSE))
+        t(image_id, subject_id, study_id, split, view_position, gender, image_path, ctr, mtr, abnormal)""")
+    con.execute("""CREATE TABLE splits.images_rejected AS SELECT * FROM (VALUES
+        ('c', 10000003::BIGINT, 50000003::BIGINT, 'silver', 'no_labels'))
+        t(image_id, subject_id, study_id, cohort, reason)""")
+    con.execute("""CREATE TABLE splits.ratio_gaps AS SELECT * FROM (VALUES
+        ('b', 'test', 'ctr', 'no_boxes', 'zero_width')) t(image_id, split, ratio, silver_reason, gold_reason)""")
+
+
+def test_generated_structure_check_names_table_column_and_rule(tmp_path):
+    """The generated ``contract`` check of splits/images passes on tables as contracted, and fails on a wrong
+    type, a duplicate key and a null in a non-nullable column, each named with its table, column and rule."""
+    import duckdb
+
+    from assets.contract_checks import STRUCTURE_CHECKS
+    from ehrxqa_pipeline.config import Settings
+    from resources import PipelineConfig, Warehouse
+
+    check = next(c for c in STRUCTURE_CHECKS if c.check_key.asset_key.to_user_string() == "splits/images")
+    warehouse = Warehouse(config=PipelineConfig(home=str(tmp_path / "home"), source_root=str(tmp_path)))
+    path = Settings.resolve(str(tmp_path / "home"), str(tmp_path)).warehouse
+    path.parent.mkdir(parents=True)
+    with duckdb.connect(str(path)) as con:
+        _splits_tables(con)
+    result = check(warehouse=warehouse)
+    assert result.passed, result.description
+    assert result.description == ("3 tables as contracted: splits.images, splits.images_rejected, "
+                                  "splits.ratio_gaps")
+    with duckdb.connect(str(path)) as con:
+        con.execute("INSERT INTO splits.images SELECT * FROM splits.images WHERE image_id = 'a'")  # duplicate key
+        con.execute("UPDATE splits.images_rejected SET subject_id = NULL")  # null in a non-nullable column
+        con.execute("ALTER TABLE splits.ratio_gaps ALTER split TYPE INTEGER USING 1")  # wrong type
+    result = check(warehouse=warehouse)
+    assert not result.passed
+    assert result.metadata["problems"].value == [
+        "splits.images.(image_id): 1 duplicate rows (rule: primary_key)",
+        "splits.images_rejected.subject_id: 1 of 1 rows break it (rule: nullable: false)",
+        "splits.ratio_gaps.split: INTEGER, the contract says VARCHAR (rule: type)"]
+
+
+def test_structure_check_columns_order_values():
+    """Columns a full contract does not list, another order, values outside allowed and min/max."""
+    import duckdb
+
+    from ehrxqa_pipeline.quality import check_structure
+
+    c = load_contract("cxr_cohort.funnel")
+    with duckdb.connect() as con:
+        con.execute("CREATE SCHEMA cxr_cohort")
+        con.execute("CREATE TABLE cxr_cohort.funnel (cohort VARCHAR, step INTEGER, rule VARCHAR, images BIGINT, x INT)")
+        assert check_structure(con, c, "cxr_cohort.funnel").metadata["problems"] == [
+            "cxr_cohort.funnel.x: not in the contract (rule: columns)"]
+        con.execute("CREATE OR REPLACE TABLE cxr_cohort.funnel (step INTEGER, cohort VARCHAR, rule VARCHAR, "
+                    "images BIGINT)")
+        assert check_structure(con, c, "cxr_cohort.funnel").metadata["problems"] == [
+            "cxr_cohort.funnel: columns in the order ['step', 'cohort', 'rule', 'images'], the contract says "
+            "['cohort', 'step', 'rule', 'images'] (rule: column order)"]
+        s = load_contract("cxr_cohort.silver")
+        con.execute("CREATE TABLE cxr_cohort.silver AS SELECT 1::BIGINT AS subject_id, 2::BIGINT AS study_id, "
+                    "'i' AS image_id, 'LL' AS view_position, TIMESTAMP '2150-01-01' AS study_datetime, "
+                    "21::BIGINT AS study_order, 3::BIGINT AS n_rows, 4::BIGINT AS n_columns")
+        assert check_structure(con, s, "cxr_cohort.silver").metadata["problems"] == [
+            "cxr_cohort.silver.view_position: 1 of 1 rows break it (rule: allowed ['AP', 'PA'])",
+            "cxr_cohort.silver.study_order: 1 of 1 rows break it (rule: min: 1, max: 20)"]
+        assert check_structure(con, s, "cxr_cohort.gone").metadata["problems"] == [
+            "cxr_cohort.gone: no such table (rule: exists)"]
+
+
+# Assets that read the warehouse (kind duckdb) but write only files, no table.
+READERS = {"cxr_cohort/image_downloads": "the image download list (CSV, URLs)",
+           "release/images": "the per-split image lists (CSV, URLs, README.md)",
+           "ehrxqa/statistics": "statistics.{md,json}", "mimic_cxr_vqa/statistics": "statistics.{md,json}",
+           "paraphrase/statistics": "statistics.{md,json}"}
+
+
+def test_every_asset_writing_a_table_has_a_contract():
+    """Every asset of the code location that works on the warehouse (kind duckdb) has contracts for the tables it
+    writes, unless it is a reader listed above; every contract names an asset of the code location, which has a
+    `contract` check; its sources that are warehouse tables are tables its asset's ancestors (or itself) write."""
+    import re
+
+    from ehrxqa_pipeline.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    keys = {k.to_user_string(): k for k in graph.materializable_asset_keys}
+    by_asset = contracts_by_asset()
+    duckdb_assets = {name for name, k in keys.items() if "duckdb" in graph.get(k).kinds}
+    assert duckdb_assets - set(READERS) <= set(by_asset), duckdb_assets - set(READERS) - set(by_asset)
+    assert set(READERS) <= duckdb_assets and not set(READERS) & set(by_asset)
+    assert set(by_asset) <= set(keys), set(by_asset) - set(keys)
+    # and each has its `contract` check (standalone, or declared with a partitioned asset)
+    checked = {k.asset_key.to_user_string() for k in graph.asset_check_keys if k.name == "contract"}
+    assert set(by_asset) <= checked, set(by_asset) - checked
+    writers = {t: a for c in all_contracts() for a, t in c.tables}
+    for asset, contracts in by_asset.items():
+        upstream = {k.to_user_string() for k in graph.get_ancestor_asset_keys(keys[asset])} | {asset}
+        for c in contracts:
+            for source in c.source:
+                if re.fullmatch(r"[a-z_]+\.[a-z_]+", source):
+                    assert writers.get(source) in upstream, (c.name, source)
+    # the main table's schema, with each column's reason, is on the asset's definition
+    meta = graph.get(keys["splits/images"]).metadata
+    assert meta["dagster/table_name"] == "splits.images"
+    column = meta["dagster/column_schema"].columns[3]
+    assert (column.name, column.type, column.constraints.nullable) == ("split", "VARCHAR", False)
+    assert column.description == load_contract("splits.images").column("split").why

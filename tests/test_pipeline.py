@@ -25,10 +25,12 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import duckdb
 import pytest
 
 from ehrxqa_pipeline import definitions
 from ehrxqa_pipeline.cli.build import build
+from ehrxqa_pipeline.contracts import all_contracts
 from ehrxqa_pipeline.sources.readers import resolve
 from tests.pipeline_graph import (GRAPH, SMALL_EHRXQA, TEST_DEFS, K, built, cascade, children,  # noqa: F401
                                   descendants, fresh_release, observe, release_files, requested)
@@ -54,6 +56,13 @@ def test_full_build_green(built):
     meta = instance.get_latest_materialization_event(K(["cxr_labels", "gold"])).asset_materialization.metadata
     assert meta["dagster/row_count"].value > 0
     assert {c.name for c in meta["dagster/column_schema"].schema.columns} == {"image_id", "object", "attribute"}
+    # every table of the warehouse has a data contract, and every contracted table was written; not contracted
+    # on their own: ingestion's <table>_rejected (the ingest contract fixes them) and the EHR build workspaces
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        tables = {f"{s}.{t}" for s, t in con.execute("SELECT schema_name, table_name FROM duckdb_tables()").fetchall()}
+    derived = {t for t in tables if t.split(".")[0].endswith("_build")
+               or (t.startswith("ingest.") and t.endswith("_rejected"))}
+    assert tables - derived == {t for c in all_contracts() for _, t in c.tables}
 
 
 def test_no_change_rebuild_runs_nothing(built):

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 from PIL import Image
 
+from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.sources.schema import image_relpath_sql
 
 OK = "ok"
@@ -21,8 +22,8 @@ UNDECODABLE = "undecodable_jpeg"
 SIZE_MISMATCH = "size_mismatch"
 JPEG_FAILURES = (MISSING, UNDECODABLE, SIZE_MISMATCH)
 
-SCHEMA = {"dicom_id": pl.String, "partition": pl.String, "relpath": pl.String, "status": pl.String,
-          "detail": pl.String}
+CONTRACT = load_contract("cxr_cohort.image_integrity")
+SCHEMA = CONTRACT.polars_schema()
 
 
 def candidates_sql(schema: str = "cxr_cohort") -> str:

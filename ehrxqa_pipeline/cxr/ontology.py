@@ -41,6 +41,7 @@ from functools import cached_property
 
 import polars as pl
 
+from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.sources.semantics import Semantics
 
 TARGET_CATEGORIES: tuple[str, ...] = ("anatomicalfinding", "technicalassessment", "disease", "tubesandlines",
@@ -58,7 +59,7 @@ ALL_CHILDREN_EDITS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("hilar structures", ":=", ("right hilar structures", "left hilar structures")),
     ("mediastinum", "+=", ("aortic arch", "svc")),
 )
-PAIR_SCHEMA = {"object": pl.String, "attribute": pl.String, "category": pl.String}
+PAIR_SCHEMA = load_contract("cxr_labels.pairs").polars_schema()  # the pool (table cxr_labels.pairs)
 
 
 class OntologyCycleError(ValueError):
@@ -180,7 +181,7 @@ class Ontology:
     def all_pairs(self) -> pl.DataFrame:
         """Every possible pair incl. removed labels, with ``removed`` (True when not in the pool); sorted."""
         rows = [(o, a, self.category_of[a], (o, a) not in self.pair_set) for o, a in sorted(self.all_pair_set)]
-        return pl.DataFrame(rows, schema={**PAIR_SCHEMA, "removed": pl.Boolean}, orient="row")
+        return pl.DataFrame(rows, schema=load_contract("cxr_labels.pairs_all").polars_schema(), orient="row")
 
     def object_closure(self) -> pl.DataFrame:
         """object, ancestor: every report object with itself and each ancestor report object."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.paraphrase import rules
 from ehrxqa_pipeline.paraphrase.cache import OK, LlmCache, cache_key
 from ehrxqa_pipeline.paraphrase.llm import NOT_ASKED, ChatClient, Completion, Gate, parse_paraphrases
@@ -24,8 +25,7 @@ from ehrxqa_pipeline.paraphrase.privacy import PrivacyGuard
 from ehrxqa_pipeline.paraphrase.prompts import PAPER_COUNTS, PROMPT_VERSION, build_prompt
 from ehrxqa_pipeline.paraphrase.templates import ParaTemplate
 
-CANDIDATE_SCHEMA = {"template_id": pl.String, "rank": pl.Int64, "text": pl.String, "source": pl.String,
-                    "model": pl.String}
+CANDIDATE_SCHEMA = load_contract("paraphrase.candidates").polars_schema()
 LLM_SOURCE = "llm"
 
 

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.paraphrase.placeholders import placeholder_set, stray_marks
 from ehrxqa_pipeline.paraphrase.review import usable
 from ehrxqa_pipeline.paraphrase.split import TEST, TRAIN, split_pool
 from ehrxqa_pipeline.paraphrase.templates import ParaTemplate
 
-POOL_SCHEMA = {"dataset": pl.String, "template_id": pl.String, "template_key": pl.String, "text": pl.String,
-               "source": pl.String, "cluster": pl.Int64, "side": pl.String}
+POOL_SCHEMA = load_contract("paraphrase.pools").polars_schema()
 SIDES = (TRAIN, TEST)
 SPLIT_SIDE = {"train": TRAIN, "valid": TEST, "test": TEST}  # dataset split -> pool side
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.paraphrase.forms import form_problem
 from ehrxqa_pipeline.paraphrase.placeholders import placeholder_set, stray_marks, surrogate_fill
 from ehrxqa_pipeline.paraphrase.split import loose_words, within_one_edit
@@ -36,8 +37,8 @@ from ehrxqa_pipeline.paraphrase.templates import ParaTemplate
 
 MEANING_THRESHOLD = 0.70
 REASONS = ("empty", "placeholder_mismatch", "semantic_form", "duplicate", "near_duplicate", "meaning_drift")
-VALIDATED_SCHEMA = {"template_id": pl.String, "rank": pl.Int64, "text": pl.String, "source": pl.String,
-                    "valid": pl.Boolean, "reason": pl.String, "detail": pl.String, "similarity": pl.Float64}
+# the columns of paraphrase.validated (and validated_rejected), and whether the candidate is valid
+VALIDATED_SCHEMA = {**load_contract("paraphrase.validated").polars_schema(), "valid": pl.Boolean}
 
 
 def _loose(text: str) -> str:

@@ -19,9 +19,13 @@ from dataclasses import dataclass
 
 import polars as pl
 
-RELATIONS_SCHEMA = {"image_id": pl.String, "object": pl.String, "attribute": pl.String, "prob": pl.Float32}
-IMAGES_SCHEMA = {"image_id": pl.String, "p_pa": pl.Float32, "p_male": pl.Float32, "ctr": pl.Float64,
-                 "mtr": pl.Float64}
+from ehrxqa_pipeline.contracts import load_contract
+
+# the tables vqa_scoring.predicted_relations / predicted_images, without the partition the warehouse adds
+RELATIONS_CONTRACT = load_contract("vqa_scoring.predicted_relations")
+IMAGES_CONTRACT = load_contract("vqa_scoring.predicted_images")
+RELATIONS_SCHEMA = RELATIONS_CONTRACT.polars_schema(without=("partition",))
+IMAGES_SCHEMA = IMAGES_CONTRACT.polars_schema(without=("partition",))
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from ehrxqa_pipeline import atomic
+from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, Mismatch, check_items
 from ehrxqa_pipeline.questions.ehrxqa.item import RESOLVED_KEYS
 from ehrxqa_pipeline.questions.ehrxqa.sampling import SPLITS, DatabaseFiles, Sample, run_parallel
@@ -73,10 +74,7 @@ FIELD_DICTIONARY = (
                                  "from `query` on the released database"),
 )
 INTERNAL_KEYS = ("answer", "_gold_program", "template_index", "scope", "modality")  # stored in own columns
-STORED_SCHEMA = {"split": pl.String, "id": pl.Int64, "database": pl.String, "template_index": pl.Int64,
-                 "scope": pl.String, "modality": pl.String, "draw": pl.Int64, "question": pl.String,
-                 "gold_sql": pl.String, "neural_sql": pl.String, "answer": pl.String, "record": pl.String,
-                 "fills": pl.String}
+STORED_SCHEMA = load_contract("ehrxqa.questions").polars_schema()  # the table ehrxqa.questions
 
 
 def catalog_rows(templates=CATALOG) -> dict[str, dict]:
