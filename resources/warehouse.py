@@ -3,11 +3,13 @@
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import dagster as dg
 import duckdb
 from dagster_duckdb import DuckDBResource
 
+from ehrxqa_pipeline.lineage import RecordingConnection, StatementLog
 from resources.config import PipelineConfig
 
 
@@ -15,6 +17,9 @@ class Warehouse(dg.ConfigurableResource):
     config: PipelineConfig
     memory_limit: str = "8GB"  # DuckDB spills to EHRXQA_HOME/cache/duckdb beyond this
     threads: int = 2
+    # A JSON Lines file that receives every statement a step runs on the warehouse, with the step's asset and
+    # check keys (ehrxqa_pipeline.lineage checks them against the declared deps); None: nothing is recorded.
+    statement_log: str | None = None
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -27,6 +32,20 @@ class Warehouse(dg.ConfigurableResource):
             "memory_limit": self.memory_limit, "threads": self.threads, "temp_directory": str(spill)})
         with resource.get_connection() as con:
             try:
-                yield con
+                yield con if self.statement_log is None else RecordingConnection(
+                    con, StatementLog(Path(self.statement_log), running_step()))
             finally:  # dagster-duckdb closes only on success: a failed step would keep the file locked
                 con.close()
+
+
+def running_step() -> dict:
+    """The step that calls: run id, step (op) name, partition, and the asset and check keys it materializes
+    or evaluates (user strings); None and empty lists outside a step."""
+    try:
+        context = dg.OpExecutionContext.get()
+    except dg.DagsterInvariantViolationError:
+        return {"run": None, "step": None, "partition": None, "assets": [], "checks": []}
+    return {"run": context.run_id, "step": context.op.name,
+            "partition": context.partition_key if context.has_partition_key else None,
+            "assets": sorted(k.to_user_string() for k in context.selected_asset_keys),
+            "checks": sorted(k.to_user_string() for k in context.selected_asset_check_keys)}

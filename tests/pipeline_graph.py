@@ -30,6 +30,34 @@ TEST_DEFS = dg.Definitions.merge(defs, dg.Definitions(assets=[of_patients]))
 GRAPH = TEST_DEFS.resolve_asset_graph()
 
 
+def with_statement_log(definitions: dg.Definitions, path) -> dg.Definitions:
+    """``definitions`` whose warehouse records every statement of every step to ``path``
+    (``resources.Warehouse.statement_log``)."""
+    from resources import Warehouse
+
+    warehouse = definitions.resources["warehouse"]
+    recording = Warehouse(config=warehouse.config, memory_limit=warehouse.memory_limit, threads=warehouse.threads,
+                          statement_log=str(path))
+    return dg.Definitions(assets=definitions.assets, asset_checks=definitions.asset_checks, jobs=definitions.jobs,
+                          schedules=definitions.schedules, sensors=definitions.sensors, executor=definitions.executor,
+                          resources={**definitions.resources, "warehouse": recording})
+
+
+def declared_reads(definitions: dg.Definitions) -> dict[str, set[str]]:
+    """What each step may read (``ehrxqa_pipeline.lineage.undeclared_reads``): per asset key, itself and its
+    deps; per check key, its asset and additional deps (user strings)."""
+    graph = definitions.resolve_asset_graph()
+    out = {k.to_user_string(): {k.to_user_string(), *names(graph.get(k).parent_keys)}
+           for k in graph.materializable_asset_keys}
+    return out | {c.to_user_string(): names(graph.get(c).parent_entity_keys) for c in graph.asset_check_keys}
+
+
+def warehouse_keys(definitions: dg.Definitions) -> set[str]:
+    """The asset and check keys whose steps take the warehouse resource."""
+    return {k for d in definitions.resolve_asset_graph().assets_defs if "warehouse" in d.required_resource_keys
+            for k in (*names(d.keys), *names(d.check_keys))}
+
+
 def checks_left_out(result, graph) -> set[str]:
     """Checks of the assets that the automation sensor's runs for ``result`` (an evaluation) materialize but do
     not evaluate: the run requests are built by the function the daemon calls."""
@@ -118,7 +146,8 @@ def _ticks(instance, cursor, graph_defs):
 @pytest.fixture(scope="module")
 def built(small_source, tmp_path_factory):
     """A full build of a copy of the small source, on the instance `ehrxqa` keeps under EHRXQA_HOME/dagster
-    (so the command, run as a user runs it, can build on the same home: tests/test_pipeline.py kills one)."""
+    (so the command, run as a user runs it, can build on the same home: tests/test_pipeline.py kills one), with
+    every statement its steps run on the warehouse recorded (``statement_log``)."""
     import shutil
 
     from ehrxqa_pipeline.cli import prepare_instance
@@ -134,9 +163,15 @@ def built(small_source, tmp_path_factory):
     settings = Settings.resolve()
     prepare_instance(settings)
     with dg.DagsterInstance.get() as instance:
-        summary = build(settings, instance=instance, defs=TEST_DEFS, run_config=SMALL_EHRXQA)
+        summary = build(settings, instance=instance, defs=with_statement_log(TEST_DEFS, statement_log(settings)),
+                        run_config=SMALL_EHRXQA)
         yield settings, instance, tmp / "source", manifest, summary
     mp.undo()
+
+
+def statement_log(settings):
+    """Where the full build of ``built`` records its statements: beside its home."""
+    return settings.home.parent / "statements.jsonl"
 
 
 def observe(settings, instance) -> None:
