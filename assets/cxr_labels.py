@@ -9,7 +9,7 @@ from assets.ingest import ingest_key
 from assets.sources import SOURCE_KEYS, SOURCE_FILE_FIELD, SOURCE_VERSION_FIELD, version_as_read
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.cxr import labels, labels_checks
-from ehrxqa_pipeline.cxr.ontology import build_ontology
+from ehrxqa_pipeline.cxr.ontology import build_ontology, ontology_tables, read_ontology
 from ehrxqa_pipeline.sources.errors import SourceError
 from ehrxqa_pipeline.hashing import FileChangedError
 from ehrxqa_pipeline.sources.semantics import read_semantics, semantics_paths
@@ -23,19 +23,15 @@ COMMON = dict(group_name=names.CXR_LABELS, automation_condition=ON_CHANGE, owner
               kinds={"duckdb"})
 
 
-def load_ontology(pipeline_config: PipelineConfig):
-    try:
-        return build_ontology(read_semantics(pipeline_config.settings().layout()))
-    except SourceError as e:
-        raise dg.Failure(description=str(e)) from None
-
-
-@dg.asset(key=ONTOLOGY_KEY, code_version="1", deps=[SOURCE_KEYS[names.SEMANTICS]], pool=DUCKDB_POOL,
+@dg.asset(key=ONTOLOGY_KEY, code_version="2", deps=[SOURCE_KEYS[names.SEMANTICS]], pool=DUCKDB_POOL,
           op_tags=DUCKDB_TAGS,
           description="Grain: one row per possible (object, attribute) pair after the documented ontology "
                       "edits, the transitive closure and the removal of 2 objects and 7 attributes "
-                      "(cxr_labels.pairs; cxr_labels.pairs_all keeps the removed ones, flagged). Source: "
-                      "Chest ImaGenome semantics files.", **COMMON)
+                      "(cxr_labels.pairs; cxr_labels.pairs_all keeps the removed ones, flagged). The rest of the "
+                      "ontology, which the label and database steps read: cxr_labels.ontology_objects, "
+                      "ontology_attributes (file order, removed flag, category) and ontology_object_closure, "
+                      "ontology_attribute_closure (each label with itself and every ancestor). Source: Chest "
+                      "ImaGenome semantics files (the only step that reads them).", **COMMON)
 def ontology(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
              warehouse: Warehouse) -> dg.MaterializeResult:
     # the semantics files' version as read, hashed before the read and checked after it (release/manifest
@@ -45,7 +41,7 @@ def ontology(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
         paths = list(semantics_paths(layout))
         read = version_as_read(pipeline_config.settings().cache_dir, paths) if all(p.exists() for p in paths) \
             else None
-        onto = load_ontology(pipeline_config)
+        onto = build_ontology(read_semantics(layout))
         if read is not None:
             read[1]()
     except SourceError as e:
@@ -55,8 +51,10 @@ def ontology(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
     provenance = {} if read is None else {SOURCE_VERSION_FIELD: read[0], SOURCE_FILE_FIELD: dg.MetadataValue.json(
         [layout.canonical(p) for p in paths])}
     with warehouse.connect() as con:
-        replace_tables(con, names.CXR_LABELS, {"pairs": onto.pairs, "pairs_all": onto.all_pairs})
-        return table_result(context, con, f"{names.CXR_LABELS}.pairs", tables=[f"{names.CXR_LABELS}.pairs_all"],
+        tables = {"pairs": onto.pairs, "pairs_all": onto.all_pairs, **ontology_tables(onto)}
+        replace_tables(con, names.CXR_LABELS, tables)
+        return table_result(context, con, f"{names.CXR_LABELS}.pairs",
+                            tables=[f"{names.CXR_LABELS}.{t}" for t in tables if t != "pairs"],
                             metadata={"objects": len(onto.objects), "attributes": len(onto.attributes),
                                       "possible_pairs": onto.n_pairs, "paper_possible_pairs": PAPER_PAIRS,
                                       "summary": dg.MetadataValue.json(onto.summary()), **provenance})
@@ -78,9 +76,9 @@ def _label_asset(cohort: str, cohort_key: dg.AssetKey, relations: str) -> dg.Ass
                           f"impossible pairs and removed labels dropped. Source: {source} of the "
                           f"cxr_cohort.{cohort} images; refused rows in cxr_labels.{cohort}_rejected.",
               **COMMON)
-    def _asset(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
-        onto = load_ontology(pipeline_config)
+    def _asset(context: dg.AssetExecutionContext, warehouse: Warehouse):
         with warehouse.connect() as con:
+            onto = read_ontology(con, names.CXR_LABELS)
             sql = labels.relations_sql(f"ingest.{relations}", images_sql=f"SELECT image_id FROM cxr_cohort.{cohort}")
             context.log.info(f"{cohort}: refining ingest.{relations} over {onto.n_pairs} possible pairs")
             result = labels.refine_labels(con, sql, onto, out, rejected_table=f"{out}_rejected")

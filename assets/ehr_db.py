@@ -5,11 +5,12 @@ import dagster as dg
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
 from assets.metadata import table_result
-from assets.cxr_cohort import GOLD_KEY
-from assets.cxr_labels import LABEL_KEYS, load_ontology
+from assets.cxr_cohort import GOLD_KEY, SILVER_KEY
+from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.ingest import ingest_key
 from assets.splits import SPLITS_KEY
 from ehrxqa_pipeline import names
+from ehrxqa_pipeline.cxr.ontology import read_ontology
 from ehrxqa_pipeline.ehr.build import build_database
 from ehrxqa_pipeline.ehr.checks import run_checks
 from ehrxqa_pipeline.ehr.config import DbConfig
@@ -38,8 +39,9 @@ def _db_asset(which: str) -> dg.AssetsDefinition:
     images = "the MIMIC-CXR-VQA valid split" if which == "silver" else "the gold cohort (all studies of gold patients)"
 
     @dg.asset(key=key, group_name=names.EHR_DB, code_version="2", automation_condition=ON_CHANGE,
-              deps=[SPLITS_KEY, GOLD_KEY, LABEL_KEYS["silver"], LABEL_KEYS["gold"],
-                    *(ingest_key(t.name) for t in MIMICIV_FILES), ingest_key("silver_relations")],
+              deps=[SPLITS_KEY, SILVER_KEY, GOLD_KEY, LABEL_KEYS["silver"], LABEL_KEYS["gold"],
+                    *(ingest_key(t.name) for t in MIMICIV_FILES), ingest_key("silver_relations"),
+                    ingest_key("silver_bbox"), *([ONTOLOGY_KEY] if which == "gold" else [])],
               pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"], kinds={"duckdb", "sqlite"},
               check_specs=[dg.AssetCheckSpec(n, asset=key, blocking=True, description=d) for n, d in CHECKS.items()],
               description=f"Grain: one database of 17 MIMIC-IV tables + TB_CXR (one row per study) for the "
@@ -50,9 +52,10 @@ def _db_asset(which: str) -> dg.AssetsDefinition:
     def _asset(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
         settings = pipeline_config.settings()
         config = DbConfig()
-        onto = load_ontology(pipeline_config)
         files = images_dir(settings.layout()) if settings.check_images else None
         with warehouse.connect() as con:
+            # the gold database refines the later studies' silver relations with the ontology
+            onto = read_ontology(con, names.CXR_LABELS) if which == "gold" else None
             context.log.info(f"{which}: sampling patients and building the 17 tables + TB_CXR")
             result = build_database(con, which, config, seed=settings.seed, ontology=onto)
             for message in result.messages:

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import duckdb
 import polars as pl
 
 from ehrxqa_pipeline.contracts import load_contract
@@ -231,3 +232,47 @@ def build_ontology(sem: Semantics) -> Ontology:
     return Ontology(all_objects=all_objects, all_attributes=all_attributes, category_of=category_of,
                     object_ancestors=object_ancestors, attribute_ancestors=attribute_ancestors,
                     all_pair_set=all_pair_set, warnings=tuple(warnings), all_children=edited)
+
+
+def ontology_tables(ontology: Ontology) -> dict[str, pl.DataFrame]:
+    """The ontology as tables (name -> frame), besides ``pairs`` / ``all_pairs``: report objects and target
+    attributes in file order with their removed flag (attributes with their category), and both closures.
+    ``read_ontology`` rebuilds the ontology from them, so later steps read it from the warehouse."""
+    rem_o, rem_a = set(ontology.removed_objects), set(ontology.removed_attributes)
+    return {
+        "ontology_objects": pl.DataFrame({"position": range(len(ontology.all_objects)),
+                                          "object": ontology.all_objects,
+                                          "removed": [o in rem_o for o in ontology.all_objects]},
+                                         schema={"position": pl.Int64, "object": pl.String, "removed": pl.Boolean}),
+        "ontology_attributes": pl.DataFrame({"position": range(len(ontology.all_attributes)),
+                                             "attribute": ontology.all_attributes,
+                                             "category": [ontology.category_of[a] for a in ontology.all_attributes],
+                                             "removed": [a in rem_a for a in ontology.all_attributes]},
+                                            schema={"position": pl.Int64, "attribute": pl.String,
+                                                    "category": pl.String, "removed": pl.Boolean}),
+        "ontology_object_closure": ontology.object_closure(),
+        "ontology_attribute_closure": ontology.attribute_closure(),
+    }
+
+
+def read_ontology(con: duckdb.DuckDBPyConnection, schema: str) -> Ontology:
+    """The ontology written to ``schema`` (``ontology_tables`` and ``all_pairs`` as ``pairs_all``) by
+    cxr_labels/ontology. Warnings and the edited ``all_children`` stay with that asset (its metadata)."""
+    objects = con.execute(f"SELECT object, removed FROM {schema}.ontology_objects ORDER BY position").fetchall()
+    attributes = con.execute(f"SELECT attribute, category, removed FROM {schema}.ontology_attributes "
+                             "ORDER BY position").fetchall()
+
+    def ancestors(table: str, column: str) -> dict[str, frozenset[str]]:
+        out: dict[str, set[str]] = {}
+        for label, ancestor in con.execute(f"SELECT {column}, ancestor FROM {schema}.{table}").fetchall():
+            out.setdefault(label, set()).update({ancestor} - {label})  # the closure lists each label with itself
+        return {k: frozenset(v) for k, v in out.items()}
+
+    return Ontology(
+        all_objects=tuple(o for o, _ in objects), all_attributes=tuple(a for a, _, _ in attributes),
+        category_of={a: c for a, c, _ in attributes},
+        object_ancestors=ancestors("ontology_object_closure", "object"),
+        attribute_ancestors=ancestors("ontology_attribute_closure", "attribute"),
+        all_pair_set=frozenset(con.execute(f"SELECT object, attribute FROM {schema}.pairs_all").fetchall()),
+        removed_objects=tuple(o for o, removed in objects if removed),
+        removed_attributes=tuple(a for a, _, removed in attributes if removed))

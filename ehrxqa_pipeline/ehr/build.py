@@ -85,7 +85,7 @@ def _staged(name: str, ctx: T.Ctx) -> str:
 def build_database(con: duckdb.DuckDBPyConnection, which: str, config: DbConfig | None = None, seed: int = 0,
                    ontology=None) -> DbResult:
     """Build ``ehr_<which>`` and ``ehr_<which>_answers`` (see the module docstring). ``ontology``
-    (``cxr.ontology.build_ontology``) is required for the gold database (refinement of the later studies)."""
+    (``cxr.ontology.read_ontology``) is required for the gold database (refinement of the later studies)."""
     config = config or DbConfig()
     schema, answers, build = schemas(which)
     stage, answers_stage = f"{schema}_next", f"{answers}_next"

@@ -111,3 +111,27 @@ def test_attribute_list_quirks():
     assert any("scoliosis" in w and "disease" in w for w in o.warnings)
     assert o.pair_set == {("spine", "scoliosis")}
     assert o.all_pair_set == {("spine", "scoliosis"), ("left arm", "scoliosis"), ("spine", "sternotomy wires")}
+
+
+
+def test_the_tables_of_the_ontology_give_it_back(synthetic):
+    """What cxr_labels/ontology writes (pairs_all plus ontology_tables) is what the label and database steps read
+    back with read_ontology: the same labels in file order, removed flags, categories, ancestors and pool, so
+    the lookup tables the label SQL joins against are equal frame for frame."""
+    import duckdb
+
+    from ehrxqa_pipeline.cxr.labels import ontology_frames
+    from ehrxqa_pipeline.cxr.ontology import ontology_tables, read_ontology
+    from ehrxqa_pipeline.warehouse import replace_tables
+
+    con = duckdb.connect()
+    replace_tables(con, "cxr_labels", {"pairs_all": synthetic.all_pairs, **ontology_tables(synthetic)})
+    back = read_ontology(con, "cxr_labels")
+    assert (back.all_objects, back.all_attributes) == (synthetic.all_objects, synthetic.all_attributes)
+    assert back.category_of == synthetic.category_of and back.all_pair_set == synthetic.all_pair_set
+    assert back.object_ancestors == synthetic.object_ancestors
+    assert back.attribute_ancestors == synthetic.attribute_ancestors
+    assert (set(back.removed_objects), set(back.removed_attributes)) == (set(REMOVED_OBJECTS), set(REMOVED_ATTRIBUTES))
+    assert back.pairs.equals(synthetic.pairs) and back.n_pairs == demo.label_pair_count()
+    want, got = ontology_frames(synthetic), ontology_frames(back)
+    assert {name: frame.equals(want[name]) for name, frame in got.items()} == dict.fromkeys(want, True)
