@@ -55,6 +55,14 @@ RELEASE_ON_CHANGE: dg.AutomationCondition = ON_CHANGE & UpstreamCurrent()
 WITH_ITS_ASSET: dg.AutomationCondition = AC.any_deps_match(AC.will_be_requested()).with_label(
     "its asset will be requested")
 
+
+def with_its_asset_only(key: dg.AssetKey) -> dg.AutomationCondition:
+    """``WITH_ITS_ASSET`` for a check of ``key`` whose additional deps are upstream of it: requested with its
+    asset only, not ahead of it (with a dep, against the asset's previous output)."""
+    return AC.any_deps_match(AC.will_be_requested()).allow(dg.AssetSelection.keys(key)).with_label(
+        "its asset will be requested")
+
+
 # Source files are re-hashed on this cadence; a changed hash makes only its downstream stale.
 OBSERVE_SOURCES: dg.AutomationCondition = AC.on_cron("*/15 * * * *")
 

@@ -58,11 +58,12 @@ def image_downloads(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg
                       images.group_by(images["relpath"].str.slice(0, 3)).len().sort("relpath").rows()))})
 
 
-@dg.asset(key=INTEGRITY_KEY, code_version="1", deps=[RULES_KEY], partitions_def=IMAGE_PARTITIONS,
-          check_specs=[contract_check_spec(INTEGRITY_KEY)],
+@dg.asset(key=INTEGRITY_KEY, code_version="1", deps=[RULES_KEY, ingest_key("gold_relations")],
+          partitions_def=IMAGE_PARTITIONS, check_specs=[contract_check_spec(INTEGRITY_KEY)],
           description="Grain: one row per candidate image (rules 1-3 passed, or a gold image) of one top "
                       "folder, with its JPEG status: ok, missing_jpeg, undecodable_jpeg or size_mismatch. "
-                      "Source: SOURCE_ROOT/mimic-cxr-jpg/2.0.0/files/pNN.", **{**COMMON, "kinds": {"duckdb", "pillow"}})
+                      "Source: cxr_cohort.image_rules, ingest.gold_relations (the candidates), "
+                      "SOURCE_ROOT/mimic-cxr-jpg/2.0.0/files/pNN.", **{**COMMON, "kinds": {"duckdb", "pillow"}})
 def image_integrity(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
                     warehouse: Warehouse) -> dg.MaterializeResult:
     settings = pipeline_config.settings()

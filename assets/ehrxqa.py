@@ -10,7 +10,7 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE, WITH_ITS_ASSET
+from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE, WITH_ITS_ASSET, with_its_asset_only
 from assets.metadata import records_metadata, table_metadata
 from assets.ehr_db import DB_KEYS, database_dir
 from assets.paraphrase import POOLS_KEY
@@ -240,7 +240,7 @@ def release_ehrxqa(context: dg.AssetExecutionContext, pipeline_config: PipelineC
 
 
 @dg.asset_check(asset=RELEASE_KEY, name="resolved_studies", blocking=True, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
-                automation_condition=WITH_ITS_ASSET,
+                additional_deps=[QUESTIONS_KEY], automation_condition=with_its_asset_only(RELEASE_KEY),
                 description="Every released record of a 1-image or 2-image template names the studies its released "
                             "query resolves on the released SQLite database (train/valid: silver, test: gold): "
                             "resolved_value (study_id, or study_id1 / study_id2) and the study ids written in value "

@@ -98,10 +98,10 @@ def questions(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig
                               metadata={"templates_below_uniform": dg.MetadataValue.json(low)})
 
 
-@dg.asset(key=STATS_KEY, group_name=names.MIMIC_CXR_VQA, code_version="1", deps=[QUESTIONS_KEY],
+@dg.asset(key=STATS_KEY, group_name=names.MIMIC_CXR_VQA, code_version="1", deps=[QUESTIONS_KEY, SPLITS_KEY],
           kinds={"duckdb"}, description="Grain: one table per view (cf. paper Tables B4, B5, B6: images, "
           "questions, answers, samples per split; by content type; by semantic type) plus answer entropy per "
-          "template vs a uniform-random sample. Source: mimic_cxr_vqa.questions. Also written to "
+          "template vs a uniform-random sample. Source: mimic_cxr_vqa.questions, splits.images. Also written to "
           "EHRXQA_HOME/release/mimic-cxr-vqa/statistics.{md,json}.", **COMMON)
 def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
     with warehouse.connect() as con:
@@ -132,7 +132,7 @@ def placeholder_problems(records: dict[str, list[dict]]) -> list[str]:
     return bad
 
 
-@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="2", deps=[QUESTIONS_KEY, POOLS_KEY],
+@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="2", deps=[QUESTIONS_KEY, SPLITS_KEY, POOLS_KEY],
           kinds={"json"},
           check_specs=[dg.AssetCheckSpec("no_leftover_or_missing_placeholder", asset=RELEASE_KEY, blocking=True,
                                          description="Every released question is fully filled: no placeholder "

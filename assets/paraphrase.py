@@ -261,11 +261,13 @@ def validated(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig
         "embeddings_computed": embedder.computed})
 
 
-@dg.asset(key=REVIEW_KEY, code_version="1", pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, deps=[VALIDATED_KEY],
+@dg.asset(key=REVIEW_KEY, code_version="1", pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+          deps=[VALIDATED_KEY, CANDIDATES_KEY],
           description="Grain: one row per machine-valid candidate with the human decision from "
                       "paraphrases/reviewed.csv (accepted / rejected; none: pending) and the reviewer's note. "
                       "Pending candidates are listed in EHRXQA_HOME/paraphrase/review_queue.csv in the file's "
-                      "format. Re-materialize after editing the file. Source: paraphrase.validated, the file.",
+                      "format. Re-materialize after editing the file. Source: paraphrase.validated, the file (and "
+                      "paraphrase.candidates: review rows that match no candidate are counted).",
           **COMMON)
 def review_state(pipeline_config: PipelineConfig, warehouse: Warehouse):
     from ehrxqa_pipeline.paraphrase import review
@@ -326,7 +328,8 @@ def pools(warehouse: Warehouse):
                               metadata={"templates": dg.MetadataValue.json(empty)})
 
 
-@dg.asset(key=STATS_KEY, code_version="1", pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, deps=[POOLS_KEY],
+@dg.asset(key=STATS_KEY, code_version="1", pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+          deps=[CANDIDATES_KEY, VALIDATED_KEY, REVIEW_KEY, POOLS_KEY],
           description="Grain: one table per dataset: candidates by source, machine rejections per reason, review "
                       "decisions, paraphrases per template (paper: 16.5 MIMIC-CXR-VQA, 10.4 EHRXQA) and per side. "
                       "Also EHRXQA_HOME/release/paraphrases/statistics.{md,json}. Source: paraphrase.*.", **COMMON)

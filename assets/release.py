@@ -12,7 +12,9 @@ from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, RELEASE_ON_CHANGE
 from assets.cxr_cohort import DOWNLOADS_KEY
 from assets.cxr_cohort import GOLD_KEY as GOLD_COHORT_KEY
 from assets.cxr_cohort import SILVER_KEY as SILVER_COHORT_KEY
+from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.ehr_db import DB_KEYS
+from assets.ingest import CONTRACTS, ingest_key
 from assets.paraphrase import CANDIDATES_KEY as PARAPHRASE_CANDIDATES_KEY
 from assets.paraphrase import POOLS_KEY as PARAPHRASE_POOLS_KEY
 from assets.paraphrase import STATS_KEY as PARAPHRASE_STATS_KEY
@@ -44,6 +46,12 @@ RELEASE_INPUTS: list[dg.AssetKey] = [
     DB_KEYS["silver"], DB_KEYS["gold"], PARAPHRASE_STATS_KEY, STATISTICS_KEY, PLOTS_KEY, DATASHEET_KEY,
     vqa_scoring.SCORES_KEY, DOWNLOADS_KEY, IMAGES_KEY,
 ]
+
+
+# Every asset that writes a *_rejected table (and the cohort funnels): release/statistics reads them all.
+QUARANTINES: list[dg.AssetKey] = [
+    *(ingest_key(c.table) for c in CONTRACTS), SILVER_COHORT_KEY, GOLD_COHORT_KEY, *LABEL_KEYS.values(),
+    SPLITS_KEY, DB_KEYS["silver"], DB_KEYS["gold"], VALIDATED_KEY]
 
 
 def _tables(settings) -> dict:
@@ -114,9 +122,6 @@ def read_source_versions(instance: dg.DagsterInstance) -> dict[str, str | None]:
     read, ``assets/ingest.py``; the semantics files: from the ontology, ``assets/cxr_labels.py``), else the latest
     observation of the source (the one that drove the build); None where neither exists (the manifest then
     hashes the file)."""
-    from assets.cxr_labels import ONTOLOGY_KEY
-    from assets.ingest import ingest_key
-
     out: dict[str, str | None] = {}
     for name, source_key in SOURCE_KEYS.items():
         reader = ONTOLOGY_KEY if name == names.SEMANTICS else ingest_key(name)
@@ -141,7 +146,7 @@ def _asset_code_versions(defs: dg.Definitions) -> dict[str, str | None]:
 
 @dg.asset(key=STATISTICS_KEY, code_version="1", kinds={"json", "markdown"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
           deps=[mimic_cxr_vqa.STATS_KEY, mimic_cxr_vqa.RELEASE_KEY, ehrxqa.STATS_KEY, ehrxqa.RELEASE_KEY,
-                SILVER_COHORT_KEY, GOLD_COHORT_KEY, DB_KEYS["silver"], DB_KEYS["gold"], VALIDATED_KEY],
+                *QUARANTINES],
           description="Grain: one file pair of release statistics: paper Tables B4-B6 (copied from "
                       "mimic_cxr_vqa/statistics) and C9 (from ehrxqa/statistics), the cohort funnels, rows set "
                       "aside per table and reason (every *_rejected table), records per template and answer "

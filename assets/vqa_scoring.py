@@ -32,6 +32,8 @@ from resources import PipelineConfig, VqaDevice, Warehouse
 MODEL_KEY = dg.AssetKey([names.VQA_SCORING, "reference_model"])
 PREDICTIONS_KEY = dg.AssetKey([names.VQA_SCORING, "predictions"])
 SCORES_KEY = dg.AssetKey([names.VQA_SCORING, "scores"])
+# The assets whose tables vqa.workspace.snapshot copies for training and inference (COPIED, ingest.silver_bbox)
+WORKSPACE = [SPLITS_KEY, ONTOLOGY_KEY, LABEL_KEYS["silver"], LABEL_KEYS["gold"], ingest_key("silver_bbox")]
 SCHEMA = names.VQA_SCORING
 OWNERS = ["team:ehrxqa"]
 _DEFAULT_EPOCHS = 6
@@ -70,13 +72,14 @@ def _gold_files(settings):
 
 
 @dg.asset(key=MODEL_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"pytorch"}, owners=OWNERS,
-          deps=[SPLITS_KEY, LABEL_KEYS["silver"], ONTOLOGY_KEY, ingest_key("silver_bbox")],
+          deps=WORKSPACE,
           automation_condition=ON_CHANGE, pool=GPU_POOL, op_tags=GPU_TAGS,
           description="Grain: one model file (EHRXQA_HOME/models/reference_model.pt): a small CNN over each "
                       "object's box crop with one presence output per attribute, plus view-position and sex heads "
                       "on the whole image (paper E.1.3, trained from scratch). Trained on silver-train images, "
                       "best epoch by silver-valid AUROC. CUDA when present (bf16 autocast), else CPU. Source: "
-                      "splits.images, cxr_labels.silver, cxr_labels.pairs, ingest.silver_bbox, the JPEGs.")
+                      "splits.images, cxr_labels.silver, cxr_labels.gold, cxr_labels.pairs, ingest.silver_bbox, "
+                      "the JPEGs.")
 def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelConfig, pipeline_config: PipelineConfig,
                     warehouse: Warehouse, vqa_device: VqaDevice) -> dg.MaterializeResult:
     from ehrxqa_pipeline.vqa.train import TrainConfig, plot_curves, save_model, train_reference
@@ -118,15 +121,15 @@ def _partition_images(work, partition: str) -> list[str]:
 
 
 @dg.asset(key=PREDICTIONS_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"pytorch", "duckdb"},
-          owners=OWNERS, deps=[MODEL_KEY, SPLITS_KEY, DB_KEYS["gold"]], partitions_def=IMAGE_PARTITIONS,
+          owners=OWNERS, deps=[MODEL_KEY, *WORKSPACE, DB_KEYS["gold"]], partitions_def=IMAGE_PARTITIONS,
           check_specs=[contract_check_spec(PREDICTIONS_KEY)],
           automation_condition=ON_CHANGE, pool=GPU_POOL, op_tags={**DUCKDB_TAGS, **GPU_TAGS},
           description="Grain: one row per (image, object, attribute) of the label pool with the reference model's "
                       "probability (vqa_scoring.predicted_relations) and one row per image with P(PA), P(male) and "
                       "the given boxes' CTR/MTR (vqa_scoring.predicted_images), for the valid and test images and "
                       "every image of the gold EHRXQA database in one MIMIC-CXR top folder (partition pNN). Batch "
-                      "inference with parallel JPEG decoding. Source: vqa_scoring/reference_model, splits.images, "
-                      "the gold database's TB_CXR, the JPEGs.")
+                      "inference with parallel JPEG decoding. Source: vqa_scoring/reference_model, the tables of "
+                      "vqa.workspace.snapshot, the gold database's TB_CXR, the JPEGs.")
 def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse,
                 vqa_device: VqaDevice) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
@@ -183,15 +186,16 @@ def _load_predictions(con) -> Predictions | None:
 
 
 @dg.asset(key=SCORES_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"duckdb", "json"}, owners=OWNERS,
-          deps=[PREDICTIONS_KEY, VQA_QUESTIONS_KEY, EHRXQA_QUESTIONS_KEY, LABEL_KEYS["gold"], POOLS_KEY,
-                DB_KEYS["gold"]],
+          deps=[PREDICTIONS_KEY, VQA_QUESTIONS_KEY, EHRXQA_QUESTIONS_KEY, SPLITS_KEY, ONTOLOGY_KEY,
+                LABEL_KEYS["silver"], LABEL_KEYS["gold"], POOLS_KEY, DB_KEYS["gold"]],
           automation_condition=RELEASE_ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
           description="Grain: one row per (VQA module, metric): MIMIC-CXR-VQA test accuracy and micro F1 (overall, "
                       "per content type), relative AUROC vs the reference model (E.1.3), EHRXQA execution accuracy "
                       "of the gold NeuralSQL per modality x patient scope (Table E16), paraphrase robustness of "
                       "text-reading modules. Table vqa_scoring.scores; EHRXQA_HOME/release/scores.{json,md}. "
                       "Source: vqa_scoring.predicted_*, mimic_cxr_vqa.questions, ehrxqa.questions (test), "
-                      "cxr_labels.gold, paraphrase.pools, the gold database and answer sheet.")
+                      "splits.images, cxr_labels.pairs, cxr_labels.gold, cxr_labels.silver (train prevalence), "
+                      "paraphrase.pools, the gold database and answer sheet.")
 def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_config: PipelineConfig,
            warehouse: Warehouse, vqa_device: VqaDevice) -> dg.MaterializeResult:
     from ehrxqa_pipeline.vqa.evaluate import EvaluationInputs, evaluate

@@ -188,8 +188,8 @@ def _left_out(defs_: dg.Definitions) -> set[str]:
 def test_sensor_runs_every_check_of_what_it_materializes():
     """Dagster 1.13 leaves a standalone check (without a condition of its own) out of a sensor run of an asset that
     has check_specs: a blocking check never evaluated holds everything downstream (issue 19). Every standalone
-    check here has ``WITH_ITS_ASSET``."""
-    from assets.automation import WITH_ITS_ASSET
+    check here has ``WITH_ITS_ASSET`` (or ``with_its_asset_only``: additional deps upstream of its asset)."""
+    from assets.automation import WITH_ITS_ASSET, with_its_asset_only
 
     @dg.asset(check_specs=[dg.AssetCheckSpec("spec", asset="a", blocking=True)],
               automation_condition=dg.AutomationCondition.missing())
@@ -206,11 +206,41 @@ def test_sensor_runs_every_check_of_what_it_materializes():
     assert _left_out(dg.Definitions(assets=[a], asset_checks=[standalone()])) == {"a:standalone"}
     with_condition = standalone(automation_condition=WITH_ITS_ASSET)
     assert _left_out(dg.Definitions(assets=[a], asset_checks=[with_condition])) == set()
+    only = standalone(automation_condition=with_its_asset_only(a.key))
+    assert _left_out(dg.Definitions(assets=[a], asset_checks=[only])) == set()
     graph = defs.resolve_asset_graph()
     for key in graph.asset_check_keys:  # a check in its asset's step (check_specs) runs with it anyway
         spec = key.asset_key in graph.get_execution_set_asset_and_check_keys(key)
-        assert spec or graph.get(key).automation_condition == WITH_ITS_ASSET, key
+        assert spec or graph.get(key).automation_condition in (WITH_ITS_ASSET, with_its_asset_only(key.asset_key)), key
     # on the whole graph: the cascades of tests/test_pipeline.py assert checks_left_out(...) == set() each tick
+
+
+def test_a_check_with_its_asset_only_waits_for_its_asset():
+    """release/ehrxqa:resolved_studies reads ehrxqa.questions too (an additional dep, upstream of its asset): with
+    ``with_its_asset_only`` it is not requested when only that dep is, which would check the new questions against
+    the previous release files."""
+    from assets.automation import WITH_ITS_ASSET, with_its_asset_only
+
+    @dg.asset(automation_condition=dg.AutomationCondition.missing())
+    def upstream():
+        return None
+
+    @dg.asset(deps=[upstream])
+    def released():
+        return None
+
+    def requested(condition) -> set[str]:
+        @dg.asset_check(asset=released, additional_deps=[upstream], automation_condition=condition)
+        def check():
+            return dg.AssetCheckResult(passed=True)
+
+        with dg.instance_for_test() as instance:  # upstream missing: requested; released has no condition
+            result = dg.evaluate_automation_conditions(
+                defs=dg.Definitions(assets=[upstream, released], asset_checks=[check]), instance=instance)
+        return {r.key.to_user_string() for r in result.results if r.true_subset.size}
+
+    assert requested(WITH_ITS_ASSET) == {"upstream", "released:check"}
+    assert requested(with_its_asset_only(released.key)) == {"upstream"}
 
 
 if __name__ == "__main__":  # python -m tests.test_definitions: write the snapshot of the current graph

@@ -210,3 +210,27 @@ def test_a_planted_undeclared_read_fails_the_check_and_declaring_it_passes(tmp_p
                 "CREATE OR REPLACE TABLE demo.c AS WITH kept AS (SELECT x FROM demo.b) SELECT a.x FROM demo.a a "
                 "JOIN kept USING (x)")])
 
+
+def test_the_reference_model_and_the_predictions_declare_what_their_workspace_reads(tmp_path):
+    """vqa.workspace.snapshot, what vqa_scoring/reference_model and /predictions read of the warehouse (the full
+    build of tests/test_pipeline.py has no JPEGs, so neither reads there), reads only their declared deps."""
+    from ehrxqa_pipeline.vqa.workspace import snapshot
+
+    con = duckdb.connect()
+    for ddl in ("CREATE SCHEMA splits", "CREATE SCHEMA cxr_labels", "CREATE SCHEMA ingest",
+                "CREATE TABLE splits.images AS SELECT 'i1' AS image_id, 'p10/p100/s1/i1.jpg' AS image_path",
+                "CREATE TABLE cxr_labels.pairs AS SELECT 'o' AS object, 'a' AS attribute",
+                "CREATE TABLE cxr_labels.silver AS SELECT 'i1' AS image_id, 'o' AS object, 'a' AS attribute",
+                "CREATE TABLE cxr_labels.gold AS SELECT * FROM cxr_labels.silver",
+                "CREATE TABLE ingest.silver_bbox AS SELECT 'i1_o' AS object_id, 'o' AS bbox_name"):
+        con.execute(ddl)
+    for asset in ("vqa_scoring/reference_model", "vqa_scoring/predictions"):
+        log = tmp_path / f"{asset.replace('/', '_')}.jsonl"
+        step = {"run": "r", "step": asset, "partition": None, "assets": [asset], "checks": []}
+        work = snapshot(RecordingConnection(con, StatementLog(log, step)), top_folder="p10")
+        assert work.execute("SELECT count(*) FROM ingest.silver_bbox").fetchone() == (1,)
+        records = read_log(log)
+        assert {t for r in records if r["kind"] == "sql" for t in parse_statement(r["text"]).reads} == {
+            "splits.images", "cxr_labels.pairs", "cxr_labels.silver", "cxr_labels.gold", "ingest.silver_bbox",
+            "_snapshot_ids"}
+        assert undeclared_reads(records, declared_reads(TEST_DEFS)) == [], asset

@@ -1,5 +1,6 @@
 """The Dagster layer end to end on a small synthetic source, on a real (temporary) home and instance: one full
-build, all checks green, quarantine counts equal the planted ones; then, on that same home and in this order:
+build, all checks green, quarantine counts equal the planted ones, every step reads only what it declares; then,
+on that same home and in this order:
 
 - data edits: a MIMIC-IV table edited in place with its size and mtime kept, rebuilt with `ehrxqa build
   --changed`; the edit undone, with that rebuild killed (SIGKILL) in its release step and finished by the next
@@ -32,8 +33,10 @@ from ehrxqa_pipeline import definitions
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.contracts import all_contracts
 from ehrxqa_pipeline.sources.readers import resolve
+from ehrxqa_pipeline.lineage import read_log, recorded_keys, undeclared_reads
 from tests.pipeline_graph import (GRAPH, SMALL_EHRXQA, TEST_DEFS, K, built, cascade, children,  # noqa: F401
-                                  descendants, fresh_release, observe, release_files, requested)
+                                  declared_reads, descendants, fresh_release, observe, release_files, requested,
+                                  statement_log, warehouse_keys)
 from tests.textfiles import edit, read_text, write_text
 
 pytestmark = pytest.mark.slow  # whole-graph builds: not in `make test-fast`
@@ -63,6 +66,18 @@ def test_full_build_green(built):
     derived = {t for t in tables if t.split(".")[0].endswith("_build")
                or (t.startswith("ingest.") and t.endswith("_rejected"))}
     assert tables - derived == {t for c in all_contracts() for _, t in c.tables}
+
+
+def test_every_step_reads_only_what_it_declares(built):
+    """The statements of that full build (recorded by the warehouse, tests/pipeline_graph.py): no step reads a
+    table of an asset it does not declare, writes another asset's table or reads a raw file in SQL
+    (ehrxqa_pipeline.lineage; the catalog: ehrxqa_pipeline.names). Every step that takes the warehouse ran
+    statements, so the log cannot pass by being empty."""
+    settings, *_ = built
+    records = read_log(statement_log(settings))
+    assert [str(f) for f in undeclared_reads(records, declared_reads(TEST_DEFS))] == []
+    # the reference model trains only on a source with JPEGs (this one has none), reading nothing before
+    assert warehouse_keys(TEST_DEFS) - recorded_keys(records) == {"vqa_scoring/reference_model"}
 
 
 def test_no_change_rebuild_runs_nothing(built):
