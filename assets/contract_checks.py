@@ -100,9 +100,17 @@ def _partitioned(contracts: list[Contract]) -> bool:
     return any(c.name == "partition" for contract in contracts for c in contract.columns)
 
 
+def _co_writers(asset: str, contracts: list[Contract]) -> list[dg.AssetKey]:
+    """The other assets that write a table ``asset`` writes (one step writes cxr_cohort.funnel for both
+    cohorts): the check reads their rows too, so it declares them."""
+    return [dg.AssetKey.from_user_string(a) for a in sorted(
+        {a for c in contracts for a, t in c.tables if t in c.tables_of(asset)} - {asset})]
+
+
 def _structure_check(asset: str, contracts: list[Contract]) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=dg.AssetKey.from_user_string(asset), name="contract", blocking=False, pool=DUCKDB_POOL,
-                    op_tags=DUCKDB_TAGS, automation_condition=WITH_ITS_ASSET, description=_description(contracts))
+                    op_tags=DUCKDB_TAGS, automation_condition=WITH_ITS_ASSET, description=_description(contracts),
+                    additional_deps=_co_writers(asset, contracts))
     def _check(warehouse: Warehouse) -> dg.AssetCheckResult:
         with warehouse.connect() as con:
             return _result(structure_outcome(con, asset, contracts))

@@ -6,7 +6,8 @@ Recording: ``RecordingConnection`` wraps a DuckDB connection and appends every s
 Lines file, one object per statement with the step that ran it (``resources.Warehouse(statement_log=...)``).
 Parsing: ``parse_statement`` (sqlglot, DuckDB dialect): the tables a statement reads and writes, CTEs left
 out. Checking: ``undeclared_reads(records, declared)``, ``declared`` = asset or check key -> the asset keys its
-step may read; a table resolves to the asset that writes it with the catalog, ``names.table_assets``.
+step may read; a table resolves to the asset that writes it with ``catalog()``: the data contracts, which name
+the asset of every table (data_contracts/README.md), so the lineage is stated there once.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import duckdb
@@ -24,6 +26,8 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ehrxqa_pipeline import names
+from ehrxqa_pipeline.contracts import all_contracts
+from ehrxqa_pipeline.ehr.config import WHICH, schemas
 
 
 class StatementLog:
@@ -215,6 +219,32 @@ def _one(st: exp.Expression) -> Statement:
                      temporary=frozenset(written) if temporary else frozenset(), files=tuple(files))
 
 
+# -- the catalog: which asset writes which table -------------------------------------------------------------
+
+def catalog() -> dict[str, tuple[str, ...]]:
+    """Table (schema.name) -> the asset keys that write it, from the data contracts (a table both cohorts'
+    step writes names both), and the EHR databases' build workspaces (``schema.*``; not contracted)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for contract in all_contracts():
+        for asset, table in contract.tables:
+            out[table] = (*out.get(table, ()), asset)
+    return out | {f"{schemas(w)[2]}.*": (f"{names.EHR_DB}/{w}",) for w in WHICH}
+
+
+def table_assets(table: str, tables: Mapping[str, tuple[str, ...]], assets: set[str]) -> tuple[str, ...]:
+    """The asset keys that write ``table`` (schema.name, lower case): from ``tables`` (``catalog()``), else by
+    the naming convention, asset [group, name] of ``assets`` writing group.name and group.name_rejected (the
+    ingested tables' quarantines; a graph without contracts, as in the tests); () when none does."""
+    schema, _, name = table.partition(".")
+    found = tables.get(table) or tables.get(f"{schema}.*")
+    if found:
+        return found
+    if f"{schema}/{name}" in assets:
+        return (f"{schema}/{name}",)
+    base = name.removesuffix(names.rejected(""))
+    return table_assets(f"{schema}.{base}", tables, assets) if base != name else ()
+
+
 # -- the check: each step reads only its own tables and those of its declared deps ----------------------------
 
 SYSTEM_SCHEMAS = frozenset({"information_schema", "pg_catalog"})  # DuckDB's catalog views: no asset's data
@@ -239,13 +269,12 @@ class Finding:
         fix = {
             "undeclared": f"reads {self.table}, a table of {owners}, which it does not declare: declare "
                           f"deps=[{owners}] on it, or read the table of an asset it declares",
-            "unknown": f"reads {self.table}, which no asset writes in the catalog: add the table to "
-                       f"ehrxqa_pipeline.names.OTHER_TABLES with the asset that writes it, or read that asset's "
-                       f"table",
+            "unknown": f"reads {self.table}, which no asset writes: give the table a data contract naming the "
+                       f"asset that writes it (data_contracts/{self.table}.yaml), or read that asset's table",
             "foreign_write": f"writes {self.table}, a table of {owners}: only {owners} may write it; write a "
                              f"table of its own (ehrxqa_pipeline.names)",
-            "unlisted_write": f"leaves {self.table}, which the catalog does not know: name it after the asset "
-                              f"(group.name, or group.name_rejected) or add it to ehrxqa_pipeline.names.OTHER_TABLES",
+            "unlisted_write": f"leaves {self.table}, which no data contract names: add "
+                              f"data_contracts/{self.table}.yaml naming its asset, or drop it in the step (scratch)",
             "file": f"reads the file {self.table} in SQL, which only the source and ingest groups do: read the "
                     f"table of the ingest asset instead",
             "unparsed": "runs a statement sqlglot cannot parse, so its reads are unknown: split or simplify it",
@@ -328,24 +357,28 @@ class _Names:
 
 
 def undeclared_reads(records: Iterable[Mapping], declared: Mapping[str, Iterable[str]],
-                     file_groups: Iterable[str] = (names.SOURCES, names.INGEST)) -> list[Finding]:
+                     file_groups: Iterable[str] = (names.SOURCES, names.INGEST),
+                     tables: Mapping[str, tuple[str, ...]] | None = None) -> list[Finding]:
     """Every way the steps of ``records`` (a statement log) break the lineage, once per step, kind and table
     (``Finding``, with the first statement). ``declared``: for every asset key and check key (user strings) the
     asset keys its step may read: an asset's own key and deps; a check's asset and additional deps. Tables
-    resolve to their assets with ``names.table_assets``; the tables a step writes itself (its scratch tables
-    among them) are its own to read. Files may be read in SQL by the assets of ``file_groups`` only."""
+    resolve to their assets with ``table_assets`` over ``tables`` (default ``catalog()``); the tables a step
+    writes itself (its scratch tables among them) are its own to read. Files may be read in SQL by the assets
+    of ``file_groups`` only."""
     declared = {k: frozenset(v) for k, v in declared.items()}
     assets = {k for k in declared if ":" not in k}  # a check key is asset:check
+    owners_of = partial(table_assets, tables=catalog() if tables is None else tables, assets=assets)
     out: dict[tuple, Finding] = {}
     for step in _steps(records):
         may_read = {a for k in (*step.assets, *step.checks) for a in declared.get(k, ())}
         reads_files = all(k.split("/")[0] in set(file_groups) for k in (*step.assets, *step.checks))
-        for f in _check_step(step, assets, may_read, reads_files):
+        for f in _check_step(step, owners_of, may_read, reads_files):
             out.setdefault((f.step, f.kind, f.table), f)
     return list(out.values())
 
 
-def _check_step(step: _Step, assets: set[str], may_read: set[str], reads_files: bool) -> list[Finding]:
+def _check_step(step: _Step, owners_of: Callable[[str], tuple[str, ...]], may_read: set[str],
+                reads_files: bool) -> list[Finding]:
     resolve, own = _Names(step), set(step.assets)
     written, dropped, out, left = set(), set(), [], {}
     for connection, text, st in step.statements:
@@ -358,13 +391,13 @@ def _check_step(step: _Step, assets: set[str], may_read: set[str], reads_files: 
         resolve.follow(connection, st)
         reads, writes, drops = (resolve.tables(connection, n) for n in (st.reads, st.writes, st.dropped))
         for table in sorted(reads - written):
-            owners = names.table_assets(table, assets)
+            owners = owners_of(table)
             if not owners:
                 out.append(finding("unknown", table))
             elif not set(owners) <= may_read:
                 out.append(finding("undeclared", table, tuple(o for o in owners if o not in may_read)))
         for table in sorted(writes | drops):
-            owners = names.table_assets(table, assets)
+            owners = owners_of(table)
             if owners and not set(owners) <= own:
                 out.append(finding("foreign_write", table, owners))
             elif not owners and table in writes:

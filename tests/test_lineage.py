@@ -1,14 +1,13 @@
 """Lineage stated once and checked (ehrxqa_pipeline.lineage): the tables a statement reads and writes, the
-catalog, the recording warehouse, and the check on a tiny graph with a planted undeclared read (the whole
-graph: tests/test_pipeline.py)."""
+catalog (the data contracts), the recording warehouse, and the check on a tiny graph with a planted undeclared
+read (the whole graph: tests/test_pipeline.py)."""
 
 import dagster as dg
 import duckdb
 import pytest
 
-from ehrxqa_pipeline import names
-from ehrxqa_pipeline.lineage import (Finding, RecordingConnection, StatementLog, parse_statement, read_log,
-                                     recorded_keys, undeclared_reads)
+from ehrxqa_pipeline.lineage import (Finding, RecordingConnection, StatementLog, catalog, parse_statement, read_log,
+                                     recorded_keys, table_assets, undeclared_reads)
 from resources import PipelineConfig, Warehouse
 from tests.pipeline_graph import TEST_DEFS, declared_reads
 
@@ -58,17 +57,22 @@ def test_temporary_tables_schemas_and_attached_databases():
     assert parse_statement('USE "warehouse"."main"').use == "warehouse.main"
 
 
-def test_the_catalog_names_the_asset_of_every_table():
-    assets = {"ingest/patients", "splits/images", "cxr_labels/silver", "cxr_labels/ontology"}
-    assert names.table_assets("ingest.patients", assets) == ("ingest/patients",)
-    assert names.table_assets("ingest.patients_rejected", assets) == ("ingest/patients",)
-    assert names.table_assets("splits.ratio_gaps", assets) == ("splits/images",)
-    assert names.table_assets("cxr_labels.silver_pairs", assets) == ("cxr_labels/silver",)
-    assert names.table_assets("cxr_labels.ontology_object_closure", assets) == ("cxr_labels/ontology",)
-    assert names.table_assets("ehr_gold_build.patients_rejected", assets) == ("ehr_db/gold",)
-    assert names.table_assets("cxr_cohort.funnel", assets) == ("cxr_cohort/silver", "cxr_cohort/gold")
-    assert names.table_assets("ingest.nothing", assets) == ()
-    assert names.table_assets("ingest.nothing_rejected", assets) == ()
+def test_the_catalog_is_the_data_contracts():
+    """Every table's asset as its contract names it; the ingested tables' quarantines and the EHR build
+    workspaces (not contracted) by convention; a table no contract names and no asset is named after: none."""
+    tables, assets = catalog(), {"ingest/patients", "demo/a"}
+    assert table_assets("ingest.patients", tables, assets) == ("ingest/patients",)
+    assert table_assets("ingest.patients_rejected", tables, assets) == ("ingest/patients",)
+    assert table_assets("splits.ratio_gaps", tables, assets) == ("splits/images",)
+    assert table_assets("cxr_labels.silver_pairs", tables, assets) == ("cxr_labels/silver",)
+    assert table_assets("cxr_labels.ontology_object_closure", tables, assets) == ("cxr_labels/ontology",)
+    assert table_assets("ehr_gold.patients", tables, assets) == ("ehr_db/gold",)
+    assert table_assets("ehr_silver_answers.tb_cxr_plus", tables, assets) == ("ehr_db/silver",)
+    assert table_assets("ehr_gold_build.patients_rejected", tables, assets) == ("ehr_db/gold",)
+    assert table_assets("cxr_cohort.funnel", tables, assets) == ("cxr_cohort/silver", "cxr_cohort/gold")
+    assert table_assets("demo.a_rejected", tables, assets) == ("demo/a",)  # a graph without contracts
+    assert table_assets("ingest.nothing", tables, assets) == ()
+    assert table_assets("ingest.nothing_rejected", tables, assets) == ()
 
 
 def _records(assets, *statements, checks=(), connection="c1"):
@@ -83,7 +87,7 @@ DECLARED = {"s/a": {"s/a"}, "s/b": {"s/b", "s/a"}, "s/c": {"s/c", "s/b"}, "s/b:c
 
 
 def _found(records) -> list[tuple]:
-    return [(f.step, f.kind, f.table, f.owners) for f in undeclared_reads(records, DECLARED)]
+    return [(f.step, f.kind, f.table, f.owners) for f in undeclared_reads(records, DECLARED, tables={})]
 
 
 def test_reads_of_own_scratch_temporary_and_registered_tables_are_the_steps_own():
@@ -100,7 +104,7 @@ def test_a_read_of_an_undeclared_asset_is_found_once_with_its_fix():
                        "SELECT max(k) FROM s.a")
     assert _found(records) == [("s/c", "undeclared", "s.a", ("s/a",)),  # once per table, its first statement
                                ("s/c", "undeclared", "s.a_rejected", ("s/a",))]
-    finding = undeclared_reads(records, DECLARED)[0]
+    finding = undeclared_reads(records, DECLARED, tables={})[0]
     assert str(finding) == ("s/c reads s.a, a table of s/a, which it does not declare: declare deps=[s/a] on it, "
                             "or read the table of an asset it declares. Statement: SELECT * FROM s.a")
     # a check may read its asset and its additional deps, not its asset's deps

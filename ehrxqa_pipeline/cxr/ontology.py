@@ -235,24 +235,23 @@ def build_ontology(sem: Semantics) -> Ontology:
 
 
 def ontology_tables(ontology: Ontology) -> dict[str, pl.DataFrame]:
-    """The ontology as tables (name -> frame), besides ``pairs`` / ``all_pairs``: report objects and target
-    attributes in file order with their removed flag (attributes with their category), and both closures.
-    ``read_ontology`` rebuilds the ontology from them, so later steps read it from the warehouse."""
+    """The ontology as tables (name -> frame; contracts data_contracts/cxr_labels.ontology_*.yaml), besides
+    ``pairs`` / ``all_pairs``: report objects and target attributes in file order with their removed flag
+    (attributes with their category), and both closures. ``read_ontology`` rebuilds the ontology from them, so
+    later steps read it from the warehouse, not from the semantics files."""
     rem_o, rem_a = set(ontology.removed_objects), set(ontology.removed_attributes)
-    return {
-        "ontology_objects": pl.DataFrame({"position": range(len(ontology.all_objects)),
-                                          "object": ontology.all_objects,
-                                          "removed": [o in rem_o for o in ontology.all_objects]},
-                                         schema={"position": pl.Int64, "object": pl.String, "removed": pl.Boolean}),
-        "ontology_attributes": pl.DataFrame({"position": range(len(ontology.all_attributes)),
-                                             "attribute": ontology.all_attributes,
-                                             "category": [ontology.category_of[a] for a in ontology.all_attributes],
-                                             "removed": [a in rem_a for a in ontology.all_attributes]},
-                                            schema={"position": pl.Int64, "attribute": pl.String,
-                                                    "category": pl.String, "removed": pl.Boolean}),
-        "ontology_object_closure": ontology.object_closure(),
-        "ontology_attribute_closure": ontology.attribute_closure(),
+    objects, attributes = ontology.all_objects, ontology.all_attributes
+    columns = {
+        "ontology_objects": {"position": range(len(objects)), "object": objects,
+                             "removed": [o in rem_o for o in objects]},
+        "ontology_attributes": {"position": range(len(attributes)), "attribute": attributes,
+                                "category": [ontology.category_of[a] for a in attributes],
+                                "removed": [a in rem_a for a in attributes]},
+        "ontology_object_closure": ontology.object_closure().to_dict(as_series=False),
+        "ontology_attribute_closure": ontology.attribute_closure().to_dict(as_series=False),
     }
+    return {name: pl.DataFrame(data, schema=load_contract(f"cxr_labels.{name}").polars_schema())
+            for name, data in columns.items()}
 
 
 def read_ontology(con: duckdb.DuckDBPyConnection, schema: str) -> Ontology:
