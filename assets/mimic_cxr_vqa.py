@@ -142,7 +142,7 @@ def placeholder_problems(records: dict[str, list[dict]]) -> list[str]:
           "Each question is a phrasing drawn from its template's paraphrase pool (train pool for train, "
           "valid/test pool for valid and test); ``template`` is that phrasing with its slots. "
           "Source: mimic_cxr_vqa.questions, splits.images, paraphrase.pools.", **COMMON)
-def release_mimic_cxr_vqa(pipeline_config: PipelineConfig, warehouse: Warehouse):
+def release_mimic_cxr_vqa(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
     with warehouse.connect() as con:
         q, images = _questions_and_images(con)
         vocabulary = [r[0] for r in con.execute(f"SELECT answer FROM {names.MIMIC_CXR_VQA}.vocabulary").fetchall()]
@@ -150,6 +150,7 @@ def release_mimic_cxr_vqa(pipeline_config: PipelineConfig, warehouse: Warehouse)
     phrased = choose_vqa_phrasings(q, pools, pipeline_config.settings().seed)
     records = build_records(phrased, images)
     out = pipeline_config.settings().release_dir / "mimic-cxr-vqa"
+    context.log.info(f"writing {sum(map(len, records.values()))} records to {out}/{{{','.join(SPLIT_NAMES)}}}.json")
     for split in SPLIT_NAMES:
         write_split_json(records.get(split, []), out / f"{split}.json")
     atomic.write_json(out / "answer_vocabulary.json", vocabulary, ensure_ascii=True)

@@ -71,6 +71,26 @@ def test_changed_after_a_killed_build_materializes_what_it_never_reached(tmp_pat
         assert again.success and again.materialized == {} and again.stale == {}  # nothing changed: nothing runs
 
 
+def test_changed_after_a_kill_between_an_asset_and_its_blocking_check(tmp_path):
+    """Killed after ``upper`` was materialized and before its blocking check ran (the full-graph kill test of
+    tests/test_pipeline.py met this): ``upper`` is not out of date, but what lies below waits on that check, so
+    `--changed` materializes ``upper`` again with its check, then the rest (before: a KeyError on ``upper``)."""
+    settings = Settings.resolve(home=str(tmp_path))
+    STATE["check_passes"] = True
+    with dg.instance_for_test() as instance:
+        job = DEFS.resolve_implicit_global_asset_job_def()
+        keys = {dg.AssetKey(k) for k in KILLED_RUN[:2]}
+        assert job.get_subset(asset_selection=keys, asset_check_selection=set()).execute_in_process(
+            instance=instance).success
+        lines = []
+        summary = build(settings, instance=instance, defs=DEFS, changed=True, log=lines.append)
+        assert summary.success, format_summary(summary, settings)
+        assert {"upper", "middle", "statistics", "manifest"} <= _materialized(summary)
+        assert any("never materialized: middle, statistics, manifest" in line for line in lines), lines
+        check = dg.AssetCheckKey(dg.AssetKey("upper"), "upper_is_good")
+        assert instance.get_latest_asset_check_evaluation_record(check).status.value == "SUCCEEDED"
+
+
 def test_changed_never_runs_past_a_failed_blocking_check_and_names_what_is_missing(tmp_path):
     settings = Settings.resolve(home=str(tmp_path))
     with dg.instance_for_test() as instance:

@@ -1,12 +1,11 @@
 """The Dagster layer end to end on a small synthetic source, on a real (temporary) home and instance: one full
-build, all checks green, quarantine counts equal the planted ones, every step reads only what it declares; then,
-on that same home and in this order:
+build, all checks green, every step reading only what it declares, quarantine counts equal the planted ones;
+then, on that same home and in this order:
 
-- data edits: a MIMIC-IV table edited in place with its size and mtime kept, rebuilt with `ehrxqa build
-  --changed`; the edit undone, with that rebuild killed (SIGKILL) in its release step and finished by the next
-  `ehrxqa build --changed`, which leaves the release of the first, uninterrupted build byte for byte; a Chest
-  ImaGenome gold label edit replayed tick by tick with the automation conditions, whose release equals a fresh
-  build of the edited source in PhysioNet's ZIP layout;
+- data edits: a Chest ImaGenome gold label negated in place, the file's size and mtime kept, replayed tick by
+  tick with the automation conditions, whose release equals a fresh build of the edited source in PhysioNet's
+  ZIP layout; the edit undone, with `ehrxqa build --changed` killed (SIGKILL) in a release step and finished by
+  the next `ehrxqa build --changed`, which leaves the release of the first, uninterrupted build byte for byte;
 - code edits replayed with the automation conditions: a prompt version edit, a code version bump, and a failed
   blocking check that stops everything downstream and leaves the release untouched.
 
@@ -14,15 +13,14 @@ Each re-runs only what reads the edited file or code; the sensor's runs hold eve
 materialize. One build serves them all (the suite's time): the later scenarios start from the home the
 earlier ones left."""
 
-import itertools
 import json
 import os
 import signal
-import string
 import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import dagster as dg
@@ -32,17 +30,17 @@ import pytest
 from ehrxqa_pipeline import definitions
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.contracts import all_contracts
-from ehrxqa_pipeline.sources.readers import resolve
 from ehrxqa_pipeline.lineage import read_log, recorded_keys, undeclared_reads
+from ehrxqa_pipeline.sources.readers import resolve
 from tests.pipeline_graph import (GRAPH, SMALL_EHRXQA, TEST_DEFS, K, built, cascade, children,  # noqa: F401
                                   declared_reads, descendants, fresh_release, observe, release_files, requested,
                                   statement_log, warehouse_keys)
-from tests.textfiles import edit, read_text, write_text
+from tests.textfiles import edit, read_text
 
 pytestmark = pytest.mark.slow  # whole-graph builds: not in `make test-fast`
 
 EHRXQA = str(Path(sys.executable).with_name("ehrxqa"))
-KILL_AT = "writing"  # release/ehrxqa logs this as it starts writing the split files
+KILL_AT = "writing"  # the release assets log this as they start writing their split files
 TIMEOUT = 300
 RELEASE_BEFORE_EDITS: dict[str, str] = {}  # the release of the uninterrupted full build
 
@@ -86,56 +84,99 @@ def test_no_change_rebuild_runs_nothing(built):
     assert summary.success and summary.materialized == {}, summary.materialized
 
 
-def test_same_size_edit_rebuilds_its_downstream(built):
-    """`build --changed` after editing d_labitems in place with its size and mtime kept (as `cp -p`, `rsync -a`
-    or `tar x` of another version can leave a file): its ingestion, the two databases, and what follows them."""
+GOLD_EDIT: dict[str, object] = {}  # the gold label file before its edit: path, bytes, stat
+
+
+def _flip_one_gold_label(root, settings) -> tuple[str, str]:
+    """Negate one affirmed relation of the Chest ImaGenome gold file in place, where it is the only sentence on
+    its (image, object, attribute) and a pair the labels use: its ``relation`` and ``annot_id`` go from 1 to 0,
+    so the file keeps its size. Returns the line before and after."""
+    path = resolve(root, "gold_relations")
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        image, obj, attr = con.execute("""
+            SELECT r.image_id, r.bbox, r.label_name FROM ingest.gold_relations r
+            JOIN cxr_labels.pairs p ON p.object = r.bbox AND p.attribute = r.label_name
+            JOIN cxr_labels.gold l ON l.image_id = replace(r.image_id, '.dcm', '') AND l.object = r.bbox
+                                  AND l.attribute = r.label_name
+            WHERE r.relation = 1 AND (SELECT count(*) FROM ingest.gold_relations o WHERE o.image_id = r.image_id
+                                      AND o.bbox = r.bbox AND o.label_name = r.label_name) = 1
+            ORDER BY 1, 2, 3 LIMIT 1""").fetchone()
+    (line,) = [x for x in read_text(path).splitlines()
+               if x.split("\t")[2] == image and x.split("\t")[5] == obj and x.split("\t")[7] == attr]
+    cols = line.split("\t")
+    cols[6], cols[9] = "0", cols[9].replace(f"|{obj}|1|", f"|{obj}|0|")
+    return line, "\t".join(cols)
+
+
+def test_gold_label_edit_kept_in_size_rebuilds_only_gold_dependents(built, tmp_path_factory):
+    """One Chest ImaGenome gold label negated in place, the file's size and mtime kept (as `cp -p`, `rsync -a`
+    or `tar x` of another version can leave a file: the content hash sees it), replayed tick by tick with the
+    automation conditions: only what reads the gold file re-runs, every check of it passes, and the release
+    equals a fresh build of the edited source in PhysioNet's ZIP layout."""
     settings, instance, root, *_ = built
     RELEASE_BEFORE_EDITS.update(release_files(settings.release_dir))
-    path = resolve(root, "d_labitems")
-    before, original, text = path.stat(), path.read_bytes(), read_text(path)
-    for a, b in itertools.product(string.ascii_lowercase, repeat=2):  # a lab name, misspelt to keep the gzip size
-        write_text(path, text.replace("Glucose", f"Gluco{a}{b}", 1))
-        if path.stat().st_size == before.st_size:
-            break
-    assert path.stat().st_size == before.st_size and read_text(path) != text
+    baseline = dg.evaluate_automation_conditions(defs=TEST_DEFS, instance=instance)
+    assert requested(baseline) == set()
+    path = resolve(root, "gold_relations")
+    before, original = path.stat(), path.read_bytes()
+    GOLD_EDIT.update(path=path, original=original, stat=before)
+    line, flipped = _flip_one_gold_label(root, settings)
+    edit(path, lambda text: text.replace(line + "\n", flipped + "\n", 1))
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-    summary = build(settings, instance=instance, defs=TEST_DEFS, changed=True, run_config=SMALL_EHRXQA)
-    assert summary.success, summary.failures
-    done = {k.split("[")[0] for k in summary.materialized}  # without the partition
-    assert {"ingest/d_labitems", "ehr_db/silver", "ehr_db/gold"} <= done
-    assert done <= descendants(K(["sources", "d_labitems"])), done - descendants(K(["sources", "d_labitems"]))
-    assert build(settings, instance=instance, defs=TEST_DEFS, changed=True).materialized == {}
-    # every run of that build carries its id and command line (the UI's Runs page filters by the tag)
-    from ehrxqa_pipeline.cli.instance import BUILD_TAG, COMMAND_TAG
-
-    runs = instance.get_runs(filters=dg.RunsFilter(tags={BUILD_TAG: summary.build_id}))
-    assert len(runs) >= 4 and all(r.tags.get(COMMAND_TAG) for r in runs)
-    path.write_bytes(original)  # undone for the next scenario (a new mtime: a change again)
+    assert path.stat().st_size == before.st_size and path.read_bytes() != original
+    observe(settings, instance)
+    ticks, changed, _ = cascade(instance, settings, baseline.cursor)
+    assert ticks[0] == {"ingest/gold_relations"}
+    rerun = set().union(*ticks)
+    gold = descendants(K(["sources", "gold_relations"]))
+    assert rerun <= gold, rerun - gold
+    assert {"cxr_labels/gold", "mimic_cxr_vqa/questions", "release/mimic_cxr_vqa"} <= changed
+    # the silver labels never re-ran: the cascade stopped where a data version did not change (the cohort
+    # table, re-materialized with the gold one by the same step, kept its content)
+    assert "cxr_labels/silver" in gold and "cxr_labels/silver" not in rerun
+    assert not changed & {"cxr_cohort/image_rules", "cxr_cohort/silver"}
+    # every check of what re-ran was evaluated on its latest materialization and passed, and the release the
+    # cascade left is byte for byte the one a fresh build makes from the edited source
+    latest = {c: instance.get_latest_asset_check_evaluation_record(c) for c in GRAPH.get_check_keys_for_assets(
+        {K.from_user_string(k) for k in rerun})}
+    assert all(r is not None and r.status.value == "SUCCEEDED" for r in latest.values()), \
+        {str(c): r and r.status for c, r in latest.items() if r is None or r.status.value != "SUCCEEDED"}
+    assert release_files(settings.release_dir, read_from_zip=True) == fresh_release(tmp_path_factory)
 
 
 def test_killed_in_the_release_step_then_changed_completes_the_release(built, tmp_path):
-    """Issue 22: `ehrxqa build --changed` (the command, in its own process group) after the undo above, killed
-    with SIGKILL as release/ehrxqa starts writing; then `ehrxqa build --changed` again: exit 0, it materializes
-    the release assets the killed build never reached, and the release equals that of the first build (same
-    source content) byte for byte, the manifest included; no temporary file is left."""
+    """Issue 22: the gold edit above undone (its bytes and mtime back), then `ehrxqa build --changed` (the
+    command, in its own process group) killed with SIGKILL as release/mimic_cxr_vqa starts writing; then
+    `ehrxqa build --changed` again: exit 0, it materializes the release assets the killed build never reached,
+    and the release equals that of the first build (same source content) byte for byte, the manifest included;
+    no temporary file is left; every run of both builds carries its build id and command line."""
     settings, instance, *_ = built
-    assert RELEASE_BEFORE_EDITS, "runs after test_same_size_edit_rebuilds_its_downstream (which undoes its edit)"
+    assert RELEASE_BEFORE_EDITS and GOLD_EDIT, "runs after test_gold_label_edit_kept_in_size_rebuilds_only_gold_..."
+    GOLD_EDIT["path"].write_bytes(GOLD_EDIT["original"])
+    os.utime(GOLD_EDIT["path"], ns=(GOLD_EDIT["stat"].st_atime_ns, GOLD_EDIT["stat"].st_mtime_ns))
     config = tmp_path / "small.yaml"
     config.write_text(json.dumps(SMALL_EHRXQA))  # JSON is YAML
     command = [EHRXQA, "build", "--changed", "--config", str(config)]
-    output = _kill_when(command, KILL_AT, "release__ehrxqa")
-    assert "ingest__d_labitems" in output  # the undo was seen and the killed build got going
+    started = time.time()
+    output = _kill_when(command, KILL_AT, "release__mimic_cxr_vqa")
+    assert "ingest__gold_relations" in output  # the undo was seen and the killed build got going
     leftovers = [p for p in settings.release_dir.rglob(".*") if p.is_file()]
 
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
     out = rerun.stdout + rerun.stderr
     assert rerun.returncode == 0, out[-3000:]
     assert "marked failed; their pool slots are free again" in out
-    assert "release/ehrxqa" in out and "release/manifest" in out  # named in the summary's table
+    assert "release/mimic_cxr_vqa" in out and "release/manifest" in out  # named in the summary's table
     assert release_files(settings.release_dir) == RELEASE_BEFORE_EDITS
     assert not [p for p in settings.release_dir.rglob(".*") if p.is_file()], leftovers
     again = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
     assert again.returncode == 0 and "0 assets materialized" in again.stdout, again.stdout[-2000:]
+    # every run of these builds carries its build id and command line (the UI's Runs page filters by them)
+    from ehrxqa_pipeline.cli.instance import BUILD_TAG, COMMAND_TAG
+
+    runs = instance.get_runs(filters=dg.RunsFilter(created_after=datetime.fromtimestamp(started, timezone.utc)))
+    assert len(runs) >= 4 and all(r.tags.get(BUILD_TAG) and "build --changed" in r.tags.get(COMMAND_TAG, "")
+                                  for r in runs), [r.tags for r in runs]
 
 
 def _kill_when(command: list[str], text: str, step: str) -> str:
@@ -163,47 +204,6 @@ def _kill_when(command: list[str], text: str, step: str) -> str:
     assert seen.is_set(), f"the build ended before {step} logged {text!r}:\n" + "".join(lines)[-3000:]
     assert proc.returncode == -signal.SIGKILL
     return "".join(lines)
-
-
-def test_gold_label_edit_rebuilds_only_gold_dependents(built, tmp_path_factory):
-    import duckdb
-
-    settings, instance, root, *_ = built
-
-    baseline = dg.evaluate_automation_conditions(defs=TEST_DEFS, instance=instance)
-    assert requested(baseline) == set()
-    # A new affirmed, last-sentence relation for one gold image and a possible pair it does not have yet.
-    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
-        row = con.execute("""
-            SELECT r.patient_id, r.study_id, r.image_id, p.object, p.attribute, p.category
-            FROM (SELECT DISTINCT patient_id, study_id, image_id FROM ingest.gold_relations) r
-            JOIN cxr_labels.gold_images g ON g.image_id = replace(r.image_id, '.dcm', '')
-            CROSS JOIN cxr_labels.pairs p
-            WHERE NOT EXISTS (SELECT 1 FROM cxr_labels.gold l WHERE l.image_id = g.image_id
-                              AND l.object = p.object AND l.attribute = p.attribute)
-            ORDER BY r.image_id, p.object, p.attribute LIMIT 1""").fetchone()
-    patient, study, image, obj, attr, category = row
-    line = "\t".join(map(str, (patient, study, image, f"{image[:-4]}|99", "99.0", obj, 1, attr, category,
-                               f"{study}|{obj}|1|{attr}")))
-    edit(resolve(root, "gold_relations"), lambda text: text.rstrip("\n") + "\n" + line + "\n")
-    observe(settings, instance)
-    ticks, changed, _ = cascade(instance, settings, baseline.cursor)
-    assert ticks[0] == {"ingest/gold_relations"}
-    rerun = set().union(*ticks)
-    gold = descendants(K(["sources", "gold_relations"]))
-    assert rerun <= gold, rerun - gold
-    assert {"cxr_labels/gold", "mimic_cxr_vqa/questions", "release/mimic_cxr_vqa"} <= changed
-    # the silver labels never re-ran: the cascade stopped where a data version did not change (the cohort
-    # table, re-materialized with the gold one by the same step, kept its content)
-    assert "cxr_labels/silver" in gold and "cxr_labels/silver" not in rerun
-    assert not changed & {"cxr_cohort/image_rules", "cxr_cohort/silver"}
-    # every check of what re-ran was evaluated on its latest materialization and passed, and the release the
-    # cascade left is byte for byte the one a fresh build makes from the edited source
-    latest = {c: instance.get_latest_asset_check_evaluation_record(c) for c in GRAPH.get_check_keys_for_assets(
-        {K.from_user_string(k) for k in rerun})}
-    assert all(r is not None and r.status.value == "SUCCEEDED" for r in latest.values()), \
-        {str(c): r and r.status for c, r in latest.items() if r is None or r.status.value != "SUCCEEDED"}
-    assert release_files(settings.release_dir, read_from_zip=True) == fresh_release(tmp_path_factory)
 
 
 def test_prompt_version_edit_reruns_only_paraphrasing_and_after(built, monkeypatch):

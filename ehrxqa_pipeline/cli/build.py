@@ -242,7 +242,8 @@ class _Runner:
         repair = _repairable(self.graph, instance, stale)
         if not repair:
             return stale  # nothing ran: what is out of date is still this
-        missing = [k.to_user_string() for k in repair if "never materialized" in stale[k.to_user_string()]]
+        # (a parent whose blocking check the kill left unevaluated is repaired too, though not out of date itself)
+        missing = [k.to_user_string() for k in repair if "never materialized" in stale.get(k.to_user_string(), "")]
         log(f"--changed: {len(repair)} asset(s) out of date that no change requests"
             + (f" ({len(missing)} never materialized: {', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''};"
                " an interrupted build?)" if missing else "") + ": materializing them")
