@@ -9,6 +9,7 @@ import polars as pl
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, LLM_POOL, ON_CHANGE
 from assets.metadata import records_metadata, table_metadata
 from assets.ingest import ingest_key
+from assets.sources import REVIEW_SOURCE_KEY
 from ehrxqa_pipeline import atomic, filters, names
 from ehrxqa_pipeline.config import Environment
 from ehrxqa_pipeline.contracts import load_contract
@@ -223,7 +224,8 @@ def candidates(context: dg.AssetExecutionContext, pipeline_config: PipelineConfi
                               metadata={"errors": dg.MetadataValue.json(dict(sorted(report.errors.items())))})
 
 
-@dg.asset(key=VALIDATED_KEY, code_version="1", pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, deps=[CANDIDATES_KEY],
+@dg.asset(key=VALIDATED_KEY, code_version="1", pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+          deps=[CANDIDATES_KEY, REVIEW_SOURCE_KEY],
           description="Grain: one row per machine-valid candidate (placeholders kept, question form kept, no "
                       "(near-)duplicate, sentence-embedding similarity to the template >= the threshold); refused "
                       "ones in paraphrase.validated_rejected with a named reason. Includes reviewers' own accepted "
@@ -262,11 +264,11 @@ def validated(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig
 
 
 @dg.asset(key=REVIEW_KEY, code_version="1", pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
-          deps=[VALIDATED_KEY, CANDIDATES_KEY],
+          deps=[VALIDATED_KEY, CANDIDATES_KEY, REVIEW_SOURCE_KEY],
           description="Grain: one row per machine-valid candidate with the human decision from "
                       "paraphrases/reviewed.csv (accepted / rejected; none: pending) and the reviewer's note. "
                       "Pending candidates are listed in EHRXQA_HOME/paraphrase/review_queue.csv in the file's "
-                      "format. Re-materialize after editing the file. Source: paraphrase.validated, the file (and "
+                      "format. An edit of the file is a change the automation sees (sources/paraphrase_review). Source: paraphrase.validated, the file (and "
                       "paraphrase.candidates: review rows that match no candidate are counted).",
           **COMMON)
 def review_state(pipeline_config: PipelineConfig, warehouse: Warehouse):

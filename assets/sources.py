@@ -1,4 +1,5 @@
-"""Observable source assets: one per PhysioNet file (the three semantics files as one).
+"""Observable source assets: one per PhysioNet file (the three semantics files as one), and the reviewers'
+decisions file of the paraphrases.
 
 Their data version is the file's content hash, so changing one file makes only its downstream stale.
 """
@@ -8,6 +9,7 @@ import dagster as dg
 
 from assets.automation import OBSERVE_SOURCES
 from ehrxqa_pipeline import names
+from ehrxqa_pipeline.config import Environment
 from ehrxqa_pipeline.hashing import FileChangedError, HashCache, combine, stat_key, unchanged_since
 from ehrxqa_pipeline.sources.errors import SourceError
 from ehrxqa_pipeline.sources.files import origin
@@ -15,6 +17,8 @@ from ehrxqa_pipeline.sources.schema import SEMANTICS_FILES, TABLES, release_path
 from ehrxqa_pipeline.sources.semantics import semantics_paths
 
 SOURCE_KEYS = {name: dg.AssetKey([names.SOURCES, name]) for name in (*TABLES, names.SEMANTICS)}
+REVIEW_SOURCE_KEY = dg.AssetKey([names.SOURCES, names.PARAPHRASE_REVIEW])
+NO_FILE = "absent"  # the data version of a review file that does not exist (no decisions: allowed)
 # under EHRXQA_HOME/cache; ingestion hashes through the same cache. v2: entries keyed by size, mtime, ctime, inode
 # and device (a new name, so an older checkout sharing the home never misreads them as its [size, mtime, digest])
 HASH_CACHE = "source_hashes.v2.json"
@@ -74,3 +78,23 @@ def observe_sources(context: dg.AssetExecutionContext):
             raise dg.Failure(description=f"{name}: {e}") from None
         yield dg.ObserveResult(asset_key=key, data_version=dg.DataVersion(digest), metadata={
             "path": dg.MetadataValue.path(str(paths[0])), "bytes": sum(p.stat().st_size for p in paths)})
+
+
+@dg.multi_observable_source_asset(specs=[dg.AssetSpec(
+    REVIEW_SOURCE_KEY, group_name=names.SOURCES, automation_condition=OBSERVE_SOURCES, kinds={"csv"},
+    owners=["team:ehrxqa"],
+    description="The reviewers' decisions on paraphrase candidates. Grain: one observation of the file (data "
+                "version = its content hash; 'absent' without a file), so that an edit re-runs the paraphrase "
+                "review, the pools and the release. Source: EHRXQA_REVIEWED_PARAPHRASES, default "
+                "paraphrases/reviewed.csv.")],
+    name="observe_paraphrase_review", required_resource_keys={"pipeline_config"})
+def observe_paraphrase_review(context: dg.AssetExecutionContext):
+    path = Environment.read().review_file()
+    version = review_file_version(path, context.resources.pipeline_config.settings().cache_dir)
+    yield dg.ObserveResult(asset_key=REVIEW_SOURCE_KEY, data_version=dg.DataVersion(version), metadata={
+        "path": dg.MetadataValue.path(str(path)), "bytes": path.stat().st_size if path.is_file() else 0})
+
+
+def review_file_version(path, cache_dir) -> str:
+    """The content hash of the review file (through the source hash cache), ``NO_FILE`` when there is none."""
+    return HashCache(cache_dir / HASH_CACHE).digest(path) if path.is_file() else NO_FILE

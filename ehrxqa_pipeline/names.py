@@ -18,6 +18,7 @@ GROUPS = (SOURCES, INGEST, CXR_COHORT, CXR_LABELS, SPLITS, MIMIC_CXR_VQA, EHR_DB
           VQA_SCORING, RELEASE)
 
 SEMANTICS = "semantics"  # the Chest ImaGenome semantics files, observed as one source
+PARAPHRASE_REVIEW = "paraphrase_review"  # the reviewers' decisions file (paraphrases/reviewed.csv), observed
 
 
 def rejected(table: str) -> str:

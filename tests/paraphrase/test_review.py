@@ -77,3 +77,20 @@ def test_repository_file_is_readable():
     known = {t.template_id for t in __import__("ehrxqa_pipeline.paraphrase.templates",
                                                fromlist=["all_templates"]).all_templates()}
     assert set(reviews["template_id"]) <= known
+
+
+def test_the_review_file_is_an_observed_source(tmp_path):
+    """An edit of the review file is a new data version of sources/paraphrase_review, which paraphrase/validated
+    and paraphrase/review read: `build --changed` and the sensor re-run them (before: only by hand)."""
+    from assets.paraphrase import REVIEW_KEY, VALIDATED_KEY
+    from assets.sources import NO_FILE, REVIEW_SOURCE_KEY, review_file_version
+    from ehrxqa_pipeline.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    assert REVIEW_SOURCE_KEY in graph.get(VALIDATED_KEY).parent_keys & graph.get(REVIEW_KEY).parent_keys
+    path = tmp_path / "reviewed.csv"
+    assert review_file_version(path, tmp_path) == NO_FILE
+    path.write_text("template,text,decision,note\n")
+    empty = review_file_version(path, tmp_path)
+    path.write_text(f"template,text,decision,note\n{T.template_id},{A},rejected,\n")
+    assert len({NO_FILE, empty, review_file_version(path, tmp_path)}) == 3
