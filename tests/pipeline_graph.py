@@ -227,7 +227,6 @@ def fresh_release(tmp_path_factory) -> dict[str, str]:
     with pytest.MonkeyPatch.context() as mp, dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
         mp.setenv("EHRXQA_HOME", str(tmp / "home"))
         mp.setenv("EHRXQA_SOURCE_ROOT", str(tmp / "elsewhere" / "source"))
-        mp.setattr(definitions, "defs", TEST_DEFS)  # as in the cascade: the manifest lists these assets' versions
         settings = Settings.resolve()
         summary = build(settings, instance=instance, defs=TEST_DEFS, run_config=SMALL_EHRXQA)
         assert summary.success, (summary.failures, summary.stale)

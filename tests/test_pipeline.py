@@ -2,12 +2,11 @@
 build, all checks green, every step reading only what it declares, quarantine counts equal the planted ones;
 then, on that same home and in this order:
 
-- data edits: a Chest ImaGenome gold label negated in place, the file's size and mtime kept, replayed tick by
-  tick with the automation conditions, whose release equals a fresh build of the edited source in PhysioNet's
-  ZIP layout; the edit undone, with `ehrxqa build --changed` killed (SIGKILL) in a release step and finished by
-  the next `ehrxqa build --changed`, which leaves the release of the first, uninterrupted build byte for byte;
-- code edits replayed with the automation conditions: a prompt version edit, a code version bump, and a failed
-  blocking check that stops everything downstream and leaves the release untouched.
+- a data edit: a Chest ImaGenome gold label negated in place, the file's size and mtime kept, rebuilt with
+  `ehrxqa build --changed`, which is killed (SIGKILL) in a release step and finished by the next `ehrxqa build
+  --changed`; the release equals a fresh build of the edited source in PhysioNet's ZIP layout;
+- code edits replayed tick by tick with the automation conditions: a prompt version edit, a code version bump,
+  and a failed blocking check that stops everything downstream and leaves the release untouched.
 
 Each re-runs only what reads the edited file or code; the sensor's runs hold every check of what they
 materialize. One build serves them all (the suite's time): the later scenarios start from the home the
@@ -42,7 +41,6 @@ pytestmark = pytest.mark.slow  # whole-graph builds: not in `make test-fast`
 EHRXQA = str(Path(sys.executable).with_name("ehrxqa"))
 KILL_AT = "writing"  # the release assets log this as they start writing their split files
 TIMEOUT = 300
-RELEASE_BEFORE_EDITS: dict[str, str] = {}  # the release of the uninterrupted full build
 
 
 def test_full_build_green(built):
@@ -84,9 +82,6 @@ def test_no_change_rebuild_runs_nothing(built):
     assert summary.success and summary.materialized == {}, summary.materialized
 
 
-GOLD_EDIT: dict[str, object] = {}  # the gold label file before its edit: path, bytes, stat
-
-
 def _flip_one_gold_label(root, settings) -> tuple[str, str]:
     """Negate one affirmed relation of the Chest ImaGenome gold file in place, where it is the only sentence on
     its (image, object, attribute) and a pair the labels use: its ``relation`` and ``annot_id`` go from 1 to 0,
@@ -108,58 +103,28 @@ def _flip_one_gold_label(root, settings) -> tuple[str, str]:
     return line, "\t".join(cols)
 
 
-def test_gold_label_edit_kept_in_size_rebuilds_only_gold_dependents(built, tmp_path_factory):
-    """One Chest ImaGenome gold label negated in place, the file's size and mtime kept (as `cp -p`, `rsync -a`
-    or `tar x` of another version can leave a file: the content hash sees it), replayed tick by tick with the
-    automation conditions: only what reads the gold file re-runs, every check of it passes, and the release
-    equals a fresh build of the edited source in PhysioNet's ZIP layout."""
+def test_gold_label_edit_kept_in_size_rebuilds_only_gold_dependents_through_a_kill(built, tmp_path,
+                                                                                 tmp_path_factory):
+    """One Chest ImaGenome gold label negated in place, the file's size and mtime kept (as `cp -p`, `rsync -a` or
+    `tar x` of another version can leave a file: the content hash sees it). `ehrxqa build --changed` (the command,
+    in its own process group) is killed with SIGKILL as release/mimic_cxr_vqa starts writing (issue 22); the next
+    `ehrxqa build --changed` exits 0, frees what the dead build held and finishes. Together they re-ran only what
+    reads the gold file (never the silver labels), every check of it passed, every run carries its build id and
+    command line, no temporary file is left, and the release equals a fresh build of the edited source in
+    PhysioNet's ZIP layout, the manifest included."""
     settings, instance, root, *_ = built
-    RELEASE_BEFORE_EDITS.update(release_files(settings.release_dir))
-    baseline = dg.evaluate_automation_conditions(defs=TEST_DEFS, instance=instance)
-    assert requested(baseline) == set()
     path = resolve(root, "gold_relations")
     before, original = path.stat(), path.read_bytes()
-    GOLD_EDIT.update(path=path, original=original, stat=before)
     line, flipped = _flip_one_gold_label(root, settings)
     edit(path, lambda text: text.replace(line + "\n", flipped + "\n", 1))
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert path.stat().st_size == before.st_size and path.read_bytes() != original
-    observe(settings, instance)
-    ticks, changed, _ = cascade(instance, settings, baseline.cursor)
-    assert ticks[0] == {"ingest/gold_relations"}
-    rerun = set().union(*ticks)
-    gold = descendants(K(["sources", "gold_relations"]))
-    assert rerun <= gold, rerun - gold
-    assert {"cxr_labels/gold", "mimic_cxr_vqa/questions", "release/mimic_cxr_vqa"} <= changed
-    # the silver labels never re-ran: the cascade stopped where a data version did not change (the cohort
-    # table, re-materialized with the gold one by the same step, kept its content)
-    assert "cxr_labels/silver" in gold and "cxr_labels/silver" not in rerun
-    assert not changed & {"cxr_cohort/image_rules", "cxr_cohort/silver"}
-    # every check of what re-ran was evaluated on its latest materialization and passed, and the release the
-    # cascade left is byte for byte the one a fresh build makes from the edited source
-    latest = {c: instance.get_latest_asset_check_evaluation_record(c) for c in GRAPH.get_check_keys_for_assets(
-        {K.from_user_string(k) for k in rerun})}
-    assert all(r is not None and r.status.value == "SUCCEEDED" for r in latest.values()), \
-        {str(c): r and r.status for c, r in latest.items() if r is None or r.status.value != "SUCCEEDED"}
-    assert release_files(settings.release_dir, read_from_zip=True) == fresh_release(tmp_path_factory)
-
-
-def test_killed_in_the_release_step_then_changed_completes_the_release(built, tmp_path):
-    """Issue 22: the gold edit above undone (its bytes and mtime back), then `ehrxqa build --changed` (the
-    command, in its own process group) killed with SIGKILL as release/mimic_cxr_vqa starts writing; then
-    `ehrxqa build --changed` again: exit 0, it materializes the release assets the killed build never reached,
-    and the release equals that of the first build (same source content) byte for byte, the manifest included;
-    no temporary file is left; every run of both builds carries its build id and command line."""
-    settings, instance, *_ = built
-    assert RELEASE_BEFORE_EDITS and GOLD_EDIT, "runs after test_gold_label_edit_kept_in_size_rebuilds_only_gold_..."
-    GOLD_EDIT["path"].write_bytes(GOLD_EDIT["original"])
-    os.utime(GOLD_EDIT["path"], ns=(GOLD_EDIT["stat"].st_atime_ns, GOLD_EDIT["stat"].st_mtime_ns))
     config = tmp_path / "small.yaml"
     config.write_text(json.dumps(SMALL_EHRXQA))  # JSON is YAML
     command = [EHRXQA, "build", "--changed", "--config", str(config)]
-    started = time.time()
+    started = datetime.now(timezone.utc)
     output = _kill_when(command, KILL_AT, "release__mimic_cxr_vqa")
-    assert "ingest__gold_relations" in output  # the undo was seen and the killed build got going
+    assert "ingest__gold_relations" in output  # the edit was seen and the killed build got going
     leftovers = [p for p in settings.release_dir.rglob(".*") if p.is_file()]
 
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
@@ -167,16 +132,25 @@ def test_killed_in_the_release_step_then_changed_completes_the_release(built, tm
     assert rerun.returncode == 0, out[-3000:]
     assert "marked failed; their pool slots are free again" in out
     assert "release/mimic_cxr_vqa" in out and "release/manifest" in out  # named in the summary's table
-    assert release_files(settings.release_dir) == RELEASE_BEFORE_EDITS
     assert not [p for p in settings.release_dir.rglob(".*") if p.is_file()], leftovers
     again = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
     assert again.returncode == 0 and "0 assets materialized" in again.stdout, again.stdout[-2000:]
-    # every run of these builds carries its build id and command line (the UI's Runs page filters by them)
+
     from ehrxqa_pipeline.cli.instance import BUILD_TAG, COMMAND_TAG
 
-    runs = instance.get_runs(filters=dg.RunsFilter(created_after=datetime.fromtimestamp(started, timezone.utc)))
+    runs = instance.get_runs(filters=dg.RunsFilter(created_after=started))
     assert len(runs) >= 4 and all(r.tags.get(BUILD_TAG) and "build --changed" in r.tags.get(COMMAND_TAG, "")
                                   for r in runs), [r.tags for r in runs]
+    rerun_keys = {k.to_user_string() for r in runs for k in (r.asset_selection or ())}
+    gold = descendants(K(["sources", "gold_relations"]))
+    assert {"ingest/gold_relations", "cxr_labels/gold", "mimic_cxr_vqa/questions", "release/mimic_cxr_vqa"} <= \
+        rerun_keys <= gold | {"sources/" + k.path[-1] for k in GRAPH.observable_asset_keys}, rerun_keys - gold
+    assert "cxr_labels/silver" in gold and "cxr_labels/silver" not in rerun_keys
+    latest = {c: instance.get_latest_asset_check_evaluation_record(c) for c in GRAPH.get_check_keys_for_assets(
+        {K.from_user_string(k) for k in rerun_keys - {f"sources/{k.path[-1]}" for k in GRAPH.observable_asset_keys}})}
+    assert all(r is not None and r.status.value == "SUCCEEDED" for r in latest.values()), \
+        {str(c): r and r.status for c, r in latest.items() if r is None or r.status.value != "SUCCEEDED"}
+    assert release_files(settings.release_dir, read_from_zip=True) == fresh_release(tmp_path_factory)
 
 
 def _kill_when(command: list[str], text: str, step: str) -> str:
