@@ -19,6 +19,7 @@ from ehrxqa_pipeline.paraphrase.pools import build_pools, pool_problems, pool_si
 from ehrxqa_pipeline.paraphrase.privacy import PrivacyGuard, ValueSet
 from ehrxqa_pipeline.paraphrase.prompts import PAPER_COUNTS, PROMPT_VERSION, scaffold_texts
 from ehrxqa_pipeline.paraphrase.templates import all_templates
+from ehrxqa_pipeline.release.digest import sha256_file
 from ehrxqa_pipeline.warehouse import replace_tables
 from resources import LLMResource, PipelineConfig, Warehouse
 
@@ -268,8 +269,9 @@ def validated(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig
           description="Grain: one row per machine-valid candidate with the human decision from "
                       "paraphrases/reviewed.csv (accepted / rejected; none: pending) and the reviewer's note. "
                       "Pending candidates are listed in EHRXQA_HOME/paraphrase/review_queue.csv in the file's "
-                      "format. An edit of the file is a change the automation sees (sources/paraphrase_review). Source: paraphrase.validated, the file (and "
-                      "paraphrase.candidates: review rows that match no candidate are counted).",
+                      "format. An edit of the file is a change the automation sees (sources/paraphrase_review); "
+                      "paraphrase.review_file holds the SHA-256 of the file read. Source: paraphrase.validated, the "
+                      "file (and paraphrase.candidates: review rows that match no candidate are counted).",
           **COMMON)
 def review_state(pipeline_config: PipelineConfig, warehouse: Warehouse):
     from ehrxqa_pipeline.paraphrase import review
@@ -280,14 +282,16 @@ def review_state(pipeline_config: PipelineConfig, warehouse: Warehouse):
         valid = _read(con, "validated")
         cands = _read(con, "candidates")
         state = review.review_state(valid, reviews)
-        replace_tables(con, G, {"review": state})
+        read = pl.DataFrame({"sha256": [sha256_file(path) if path.is_file() else None]},
+                            schema=load_contract("paraphrase.review_file").polars_schema())
+        replace_tables(con, G, {"review": state, "review_file": read})
         stored = table_metadata(con, f"{G}.review")
     queue = pipeline_config.settings().home / "paraphrase" / "review_queue.csv"
     atomic.write_text(queue, review.queue_csv(state))
     counts = {d: state.filter(pl.col("decision") == d).height for d in review.DECISIONS}
     seen = pl.concat([cands.select("template_id", "text"), valid.select("template_id", "text")])
     stale = review.orphans(reviews, seen)
-    return dg.MaterializeResult(data_version=_version(state), metadata={
+    return dg.MaterializeResult(data_version=_version(state, read), metadata={
         **stored, **{f"decision/{k}": v for k, v in counts.items()},
         "review_rows_matching_nothing": stale.height, "review_file": dg.MetadataValue.path(str(path)),
         "review_queue": dg.MetadataValue.path(str(queue))})
@@ -310,12 +314,14 @@ def pools(warehouse: Warehouse):
     with warehouse.connect() as con:
         state = _read(con, "review")
         frame = build_pools(templates, state, require_review)
-        replace_tables(con, G, {"pools": frame})
+        config = pl.DataFrame({"require_review": [require_review]},
+                              schema=load_contract("paraphrase.pools_config").polars_schema())
+        replace_tables(con, G, {"pools": frame, "pools_config": config})
         stored = table_metadata(con, f"{G}.pools")
     problems = pool_problems(templates, frame)
     sizes = pool_sizes(templates, frame)
     empty = sizes.filter(pl.col("total") == 0)["template_id"].to_list()
-    yield dg.MaterializeResult(data_version=_version(frame), metadata={
+    yield dg.MaterializeResult(data_version=_version(frame, config), metadata={
         **stored, "require_review": require_review,
         "mean_per_template": dg.MetadataValue.json(
             {ds: round(float(g["total"].mean()), 2) for (ds,), g in sizes.group_by("dataset")}),

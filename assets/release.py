@@ -17,6 +17,7 @@ from assets.ehr_db import DB_KEYS
 from assets.ingest import CONTRACTS, ingest_key
 from assets.paraphrase import CANDIDATES_KEY as PARAPHRASE_CANDIDATES_KEY
 from assets.paraphrase import POOLS_KEY as PARAPHRASE_POOLS_KEY
+from assets.paraphrase import REVIEW_KEY as PARAPHRASE_REVIEW_KEY
 from assets.paraphrase import STATS_KEY as PARAPHRASE_STATS_KEY
 from assets.splits import SPLITS_KEY
 from assets.paraphrase import VALIDATED_KEY
@@ -24,11 +25,9 @@ from assets.sources import HASH_CACHE, SOURCE_KEYS, SOURCE_VERSION_FIELD
 from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.hashing import HashCache
 from ehrxqa_pipeline.atomic import write_text
-from ehrxqa_pipeline.config import Environment
 from ehrxqa_pipeline.cxr import downloads
 from ehrxqa_pipeline.release import datasheet, manifest, plots, tables
 from ehrxqa_pipeline.sources.schema import MIMIC_CXR
-from ehrxqa_pipeline.release.digest import sha256_file
 from resources import LLMResource, PipelineConfig, Warehouse
 
 STATISTICS_KEY = dg.AssetKey([names.RELEASE, "statistics"])
@@ -68,6 +67,16 @@ def _sampling_config(con) -> dict | None:
     return dict(con.execute(f"SELECT setting, value FROM {names.EHRXQA}.sampling_config").fetchall())
 
 
+def _review_facts(con) -> dict:
+    """The review setting the pools were built with and the SHA-256 of the review file the review state read
+    (tables paraphrase.pools_config and paraphrase.review_file; None before those assets ran)."""
+    have = _tables_in(con, names.PARAPHRASE)
+    one = lambda table, column: (con.execute(f"SELECT {column} FROM {names.PARAPHRASE}.{table}").fetchone()[0]  # noqa: E731
+                                 if table in have else None)
+    return {"paraphrase_require_review": one("pools_config", "require_review"),
+            "paraphrase_review_sha256": one("review_file", "sha256")}
+
+
 def _tables_in(con, schema: str) -> set[str]:
     return {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = ?",
                                       [schema]).fetchall()}
@@ -80,16 +89,13 @@ def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource,
     layout = settings.layout()
     recorded = read_source_versions(context.instance)
     sources = manifest.source_section(layout, manifest.source_digests(layout, cache, recorded))
-    env = Environment.read()
-    review_file = env.review_file()
     with warehouse.connect() as con:
-        sampling, paraphraser = _sampling_config(con), _paraphraser(con)
+        sampling, paraphraser, review = _sampling_config(con), _paraphraser(con), _review_facts(con)
     config = {
         "check_images": settings.check_images,
         "ehrxqa_sampling": sampling,
         "paraphraser": paraphraser,
-        "paraphrase_require_review": env.review_required(),
-        "paraphrase_review_sha256": sha256_file(review_file) if review_file.is_file() else None,
+        **review,
     }
     return sources, manifest.code_section(), config
 
@@ -187,7 +193,8 @@ def release_plots(pipeline_config: PipelineConfig) -> dg.MaterializeResult:
 
 
 @dg.asset(key=DATASHEET_KEY, code_version="2", deps=[STATISTICS_KEY, ehrxqa.QUESTIONS_KEY, PARAPHRASE_STATS_KEY,
-                                                     PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY],
+                                                     PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY,
+                                                     PARAPHRASE_REVIEW_KEY],
           kinds={"markdown"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
           description="Grain: one document: the paper's appendix A datasheet (motivation, composition, "
                       "collection, preprocessing with every filter's counts, uses, distribution, maintenance) "
@@ -232,7 +239,8 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
     ``ehrxqa_pipeline.definitions``, which assembles them, so this module imports nothing of it."""
 
     @dg.asset(key=MANIFEST_KEY, code_version="2", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
-              deps=[*RELEASE_INPUTS, ehrxqa.QUESTIONS_KEY, PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY],
+              deps=[*RELEASE_INPUTS, ehrxqa.QUESTIONS_KEY, PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY,
+                    PARAPHRASE_REVIEW_KEY],
               check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
                                              description="No absolute path of this machine (EHRXQA_HOME, the source "
                                                          "root, the repository) in the manifest or the datasheet."),
