@@ -28,7 +28,7 @@ from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.cxr import downloads
 from ehrxqa_pipeline.release import datasheet, manifest, plots, tables
 from ehrxqa_pipeline.sources.schema import MIMIC_CXR
-from resources import LLMResource, PipelineConfig, Warehouse
+from resources import PipelineConfig, Warehouse
 
 STATISTICS_KEY = dg.AssetKey([names.RELEASE, "statistics"])
 PLOTS_KEY = dg.AssetKey([names.RELEASE, "plots"])
@@ -67,14 +67,18 @@ def _sampling_config(con) -> dict | None:
     return dict(con.execute(f"SELECT setting, value FROM {names.EHRXQA}.sampling_config").fetchall())
 
 
+def _scalar(con, schema: str, table: str, column: str):
+    """``column`` of the one-row table ``schema.table``; None before its asset ran."""
+    if table not in _tables_in(con, schema):
+        return None
+    return con.execute(f"SELECT {column} FROM {schema}.{table}").fetchone()[0]
+
+
 def _review_facts(con) -> dict:
     """The review setting the pools were built with and the SHA-256 of the review file the review state read
-    (tables paraphrase.pools_config and paraphrase.review_file; None before those assets ran)."""
-    have = _tables_in(con, names.PARAPHRASE)
-    one = lambda table, column: (con.execute(f"SELECT {column} FROM {names.PARAPHRASE}.{table}").fetchone()[0]  # noqa: E731
-                                 if table in have else None)
-    return {"paraphrase_require_review": one("pools_config", "require_review"),
-            "paraphrase_review_sha256": one("review_file", "sha256")}
+    (tables paraphrase.pools_config and paraphrase.review_file)."""
+    return {"paraphrase_require_review": _scalar(con, names.PARAPHRASE, "pools_config", "require_review"),
+            "paraphrase_review_sha256": _scalar(con, names.PARAPHRASE, "review_file", "sha256")}
 
 
 def _tables_in(con, schema: str) -> set[str]:
@@ -82,8 +86,7 @@ def _tables_in(con, schema: str) -> set[str]:
                                       [schema]).fetchall()}
 
 
-def _facts(context: dg.AssetExecutionContext, settings, llm: LLMResource,
-           warehouse: Warehouse) -> tuple[dict, dict, dict]:
+def _facts(context: dg.AssetExecutionContext, settings, warehouse: Warehouse) -> tuple[dict, dict, dict]:
     """(sources, code, config) as the datasheet and the manifest state them: nothing machine-specific."""
     cache = HashCache(settings.cache_dir / HASH_CACHE)
     layout = settings.layout()
@@ -202,9 +205,9 @@ def release_plots(pipeline_config: PipelineConfig) -> dg.MaterializeResult:
                       "configuration, and the deviations of docs/deviations.md. Source: release/statistics, the "
                       "source files, the code. File: EHRXQA_HOME/release/datasheet.md.", **COMMON)
 def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
-                      llm: LLMResource, warehouse: Warehouse) -> dg.MaterializeResult:
+                      warehouse: Warehouse) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
-    sources, code, config = _facts(context, settings, llm, warehouse)
+    sources, code, config = _facts(context, settings, warehouse)
     deviations = manifest.repository_root() / "docs" / "deviations.md"
     md = datasheet.render_datasheet(_tables(settings), sources, code, settings.seed, config,
                                     deviations.read_text() if deviations.is_file() else None)
@@ -256,10 +259,9 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
                           "the code version, seed, configuration and every asset's code version; no time, no "
                           "absolute path, so the same inputs give the same manifest. Source: the release folder. "
                           "File: EHRXQA_HOME/release/manifest.json.", **COMMON)
-    def release_manifest(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, llm: LLMResource,
-                         warehouse: Warehouse):
+    def release_manifest(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
         settings = pipeline_config.settings()
-        sources, code, config = _facts(context, settings, llm, warehouse)
+        sources, code, config = _facts(context, settings, warehouse)
         doc = manifest.build_manifest(settings.release_dir, sources=sources, code=code, seed=settings.seed,
                                       config=config, asset_code_versions=_asset_code_versions(definitions()))
         path = manifest.write_manifest(doc, settings.release_dir)

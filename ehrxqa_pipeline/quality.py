@@ -30,11 +30,6 @@ def _count(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> int:
     return con.execute(sql, params or []).fetchone()[0]
 
 
-def _columns(con, schema: str, table: str) -> dict[str, str]:
-    return dict(con.execute("SELECT column_name, data_type FROM information_schema.columns "
-                            "WHERE table_schema = ? AND table_name = ?", [schema, table]).fetchall())
-
-
 def _columns_in_order(con, table: str) -> list[tuple[str, str]]:
     """(column, DuckDB type) of ``table`` (schema.name) in table order; empty when it does not exist."""
     schema, name = table.split(".")
@@ -108,7 +103,7 @@ def check_types_and_keys(con, contract: Contract) -> CheckOutcome:
     """Column types, key uniqueness, and every row rule and scope rule on every ingested row (DuckDB SQL:
     the rules' conditions are plain SQL that polars and DuckDB read alike; null counts as satisfied)."""
     schema, table = contract.group, contract.table
-    actual = _columns(con, schema, table)
+    actual = dict(_columns_in_order(con, f"{schema}.{table}"))
     problems = [f"{c.name}: expected {DUCKDB_TYPES[c.type]}, found {actual.get(c.name, 'missing')}"
                 for c in contract.columns if actual.get(c.name) != DUCKDB_TYPES[c.type]]
     duplicates = 0
@@ -196,7 +191,7 @@ def check_foreign_keys(con, contract: Contract) -> CheckOutcome:
     schema, table = contract.group, contract.table
     metadata, failures, within, waiting = {}, [], [], []
     for fk in contract.foreign_keys:
-        if not _columns(con, schema, fk.references):
+        if not _columns_in_order(con, f"{schema}.{fk.references}"):
             # a build of a subset (e.g. the image download list, before MIMIC-IV is ingested): the check runs
             # again when the parent is built (it is one of the check's dependencies)
             waiting.append(f"{schema}.{fk.references}")

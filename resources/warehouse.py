@@ -9,7 +9,6 @@ import dagster as dg
 import duckdb
 from dagster_duckdb import DuckDBResource
 
-from ehrxqa_pipeline.lineage import RecordingConnection, StatementLog
 from resources.config import PipelineConfig
 
 
@@ -32,10 +31,16 @@ class Warehouse(dg.ConfigurableResource):
             "memory_limit": self.memory_limit, "threads": self.threads, "temp_directory": str(spill)})
         with resource.get_connection() as con:
             try:
-                yield con if self.statement_log is None else RecordingConnection(
-                    con, StatementLog(Path(self.statement_log), running_step()))
+                yield con if self.statement_log is None else _recording(con, Path(self.statement_log))
             finally:  # dagster-duckdb closes only on success: a failed step would keep the file locked
                 con.close()
+
+
+def _recording(con: duckdb.DuckDBPyConnection, path: Path):
+    """``con`` logging its statements to ``path`` (imported here: sqlglot and the contracts only when recording)."""
+    from ehrxqa_pipeline.lineage import RecordingConnection, StatementLog
+
+    return RecordingConnection(con, StatementLog(path, running_step()))
 
 
 def running_step() -> dict:
