@@ -18,6 +18,7 @@ from ehrxqa_pipeline.warehouse import replace_partition, transaction
 from resources import PipelineConfig, Warehouse
 
 IMAGE_PARTITIONS = dg.StaticPartitionsDefinition([f"p{n}" for n in range(10, 20)])
+GOLD_STUDIES_KEY = dg.AssetKey([names.CXR_COHORT, "gold_studies"])
 RULES_KEY = dg.AssetKey([names.CXR_COHORT, "image_rules"])
 INTEGRITY_KEY = dg.AssetKey([names.CXR_COHORT, "image_integrity"])
 SILVER_KEY = dg.AssetKey([names.CXR_COHORT, "silver"])
@@ -27,11 +28,22 @@ COMMON = dict(group_name=names.CXR_COHORT, automation_condition=ON_CHANGE, pool=
               op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"], kinds={"duckdb"})
 
 
+@dg.asset(key=GOLD_STUDIES_KEY, code_version="1", deps=[ingest_key("gold_relations")],
+          description="Grain: one row per (patient, study, image) the Chest ImaGenome gold file annotates, "
+                      "whatever its labels say: the gold patients and images the cohort rules read. A corrected "
+                      "gold label leaves this table as it is, so its cascade stops here and no image is "
+                      "selected again (issue 23). Source: ingest.gold_relations.", **COMMON)
+def gold_studies(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.MaterializeResult:
+    with warehouse.connect() as con:
+        selection.build_gold_studies(con)
+        return table_result(context, con, f"{names.CXR_COHORT}.gold_studies")
+
+
 @dg.asset(key=RULES_KEY, code_version="1",
-          deps=[ingest_key("cxr_metadata"), ingest_key("silver_bbox"), ingest_key("gold_relations")],
+          deps=[ingest_key("cxr_metadata"), ingest_key("silver_bbox"), GOLD_STUDIES_KEY],
           description="Grain: one row per MIMIC-CXR image (all views) with the outcome of every selection "
                       "rule, its StudyOrder and its silver/gold drop reason. Source: ingest.cxr_metadata, "
-                      "ingest.silver_bbox, ingest.gold_relations.", **COMMON)
+                      "ingest.silver_bbox, cxr_cohort.gold_studies.", **COMMON)
 def image_rules(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.MaterializeResult:
     with warehouse.connect() as con:
         selection.build_image_rules(con)
@@ -39,12 +51,12 @@ def image_rules(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.M
                             tables=[f"{names.CXR_COHORT}.box_width_stats"])
 
 
-@dg.asset(key=DOWNLOADS_KEY, code_version="1", deps=[RULES_KEY, ingest_key("gold_relations")],
+@dg.asset(key=DOWNLOADS_KEY, code_version="1", deps=[RULES_KEY, GOLD_STUDIES_KEY],
           description="Grain: one line per MIMIC-CXR-JPG image the build reads (rules 1-3 passed, or a gold "
                       "image: the JPEG integrity candidates), known before any JPEG is read, so a user downloads "
                       "only these. Files: EHRXQA_HOME/release/images/build.csv (dicom_id, subject_id, study_id, "
                       "relpath) and build_urls.txt (PhysioNet URLs for wget -i). Source: cxr_cohort.image_rules, "
-                      "ingest.gold_relations.", **{**COMMON, "kinds": {"duckdb", "csv"}})
+                      "cxr_cohort.gold_studies.", **{**COMMON, "kinds": {"duckdb", "csv"}})
 def image_downloads(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
     with warehouse.connect() as con:
@@ -58,11 +70,11 @@ def image_downloads(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg
                       images.group_by(images["relpath"].str.slice(0, 3)).len().sort("relpath").rows()))})
 
 
-@dg.asset(key=INTEGRITY_KEY, code_version="1", deps=[RULES_KEY, ingest_key("gold_relations")],
+@dg.asset(key=INTEGRITY_KEY, code_version="1", deps=[RULES_KEY, GOLD_STUDIES_KEY],
           partitions_def=IMAGE_PARTITIONS, check_specs=[contract_check_spec(INTEGRITY_KEY)],
           description="Grain: one row per candidate image (rules 1-3 passed, or a gold image) of one top "
                       "folder, with its JPEG status: ok, missing_jpeg, undecodable_jpeg or size_mismatch. "
-                      "Source: cxr_cohort.image_rules, ingest.gold_relations (the candidates), "
+                      "Source: cxr_cohort.image_rules, cxr_cohort.gold_studies (the candidates), "
                       "SOURCE_ROOT/mimic-cxr-jpg/2.0.0/files/pNN.", **{**COMMON, "kinds": {"duckdb", "pillow"}})
 def image_integrity(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
                     warehouse: Warehouse) -> dg.MaterializeResult:
@@ -96,12 +108,12 @@ def image_integrity(context: dg.AssetExecutionContext, pipeline_config: Pipeline
                                     "they fail; images remaining after each rule: cxr_cohort.funnel (cohort "
                                     "'silver'). Source: cxr_cohort.image_rules, cxr_cohort.image_integrity.",
                         **{k: v for k, v in COMMON.items() if k not in ("pool", "op_tags")}),
-           # the gold image of each gold patient is read from ingest.gold_relations itself
-           dg.AssetSpec(GOLD_KEY, deps=[RULES_KEY, INTEGRITY_KEY, ingest_key("gold_relations")], code_version="2",
+           # the gold image of each gold patient is read from cxr_cohort.gold_studies itself
+           dg.AssetSpec(GOLD_KEY, deps=[RULES_KEY, INTEGRITY_KEY, GOLD_STUDIES_KEY], code_version="2",
                         description="Grain: one row per gold-patient image (rules 1-3, the checked gold image "
                                     "in place of the StudyOrder-1 pick). Refused: cxr_cohort.gold_rejected; "
                                     "funnel: cxr_cohort.funnel (cohort 'gold'). "
-                                    "Source: cxr_cohort.image_rules, ingest.gold_relations.",
+                                    "Source: cxr_cohort.image_rules, cxr_cohort.gold_studies.",
                         **{k: v for k, v in COMMON.items() if k not in ("pool", "op_tags")})],
     pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
     check_specs=[dg.AssetCheckSpec("gold_first_study_rule", asset=GOLD_KEY, blocking=True,

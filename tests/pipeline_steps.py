@@ -15,6 +15,7 @@ def build_through_labels(con: duckdb.DuckDBPyConnection, root, stage_dir, tables
     """Ingest ``tables``, select both cohorts (no JPEG checks) and refine their labels."""
     for table in tables:
         ingest_table(con, root, load_contract(f"ingest/{table}"), stage_dir)
+    selection.build_gold_studies(con)
     selection.build_image_rules(con)
     selection.build_cohorts(con, check_jpegs=False)
     onto = build_ontology(read_semantics(root))

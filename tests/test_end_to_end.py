@@ -68,6 +68,7 @@ def _download_list(source, staging):
     con = duckdb.connect()
     for table in ("cxr_metadata", "silver_bbox", "gold_relations"):
         ingest_table(con, source, load_contract(f"ingest/{table}"), staging)
+    selection.build_gold_studies(con)
     selection.build_image_rules(con)
     return downloads.build_images(con)
 

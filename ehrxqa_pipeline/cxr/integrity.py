@@ -34,7 +34,7 @@ def candidates_sql(schema: str = "cxr_cohort") -> str:
         FROM {schema}.image_rules
         WHERE substr(subject_id::VARCHAR, 1, 2) = ?
           AND ((frontal_view AND one_image_per_study AND max_20_studies)
-               OR dicom_id IN (SELECT replace(image_id, '.dcm', '') FROM ingest.gold_relations))
+               OR dicom_id IN (SELECT image_id FROM {schema}.gold_studies))
         ORDER BY dicom_id"""
 
 

@@ -22,6 +22,10 @@ chosen for StudyOrder 1 -- after checking that each gold patient has exactly one
 the metadata, frontal, and belongs to the patient's StudyOrder-1 study (the published script only asserts
 a row count). A patient failing a check loses the StudyOrder-1 row (quarantined with the reason).
 
+The gold patients and images come from ``gold_studies`` (``build_gold_studies``: the distinct patient,
+study and image of the Chest ImaGenome gold file), not from the gold labels themselves: a corrected gold
+label leaves the cohorts as they are.
+
 Both cohorts finally require a sound JPEG (``cxr_cohort.image_integrity``) unless image checks are off.
 """
 
@@ -63,6 +67,16 @@ STUDY_DATETIME_SQL = """
         round(StudyTime - 100 * floor(StudyTime / 100), 6))"""
 
 
+def build_gold_studies(con: duckdb.DuckDBPyConnection, schema: str = "cxr_cohort") -> None:
+    """Create ``{schema}.gold_studies``: one row per (patient, study, image) the Chest ImaGenome gold file
+    annotates (image_id without its ``.dcm``), whatever its labels say."""
+    con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    con.execute(f"""
+    CREATE OR REPLACE TABLE {schema}.gold_studies AS
+    SELECT DISTINCT patient_id AS subject_id, study_id, replace(image_id, '.dcm', '') AS image_id
+    FROM ingest.gold_relations ORDER BY subject_id, study_id, image_id""")
+
+
 def build_image_rules(con: duckdb.DuckDBPyConnection, schema: str = "cxr_cohort") -> None:
     """Create ``{schema}.image_rules``: one row per metadata image with every rule's outcome."""
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
@@ -86,7 +100,7 @@ def build_image_rules(con: duckdb.DuckDBPyConnection, schema: str = "cxr_cohort"
     boxes AS (
         SELECT split_part(object_id, '_', 1) AS dicom_id, count(DISTINCT bbox_name) AS n_boxes
         FROM ingest.silver_bbox GROUP BY 1),
-    gold_patients AS (SELECT DISTINCT patient_id AS subject_id FROM ingest.gold_relations)
+    gold_patients AS (SELECT DISTINCT subject_id FROM {schema}.gold_studies)
     SELECT o.*, coalesce(b.n_boxes, 0) AS n_boxes,
            coalesce(o.study_order <= {MAX_STUDY_ORDER}, FALSE) AS max_20_studies,
            coalesce(b.n_boxes, 0) = {N_BOXES} AS has_36_boxes,
@@ -147,9 +161,8 @@ def build_cohorts(con: duckdb.DuckDBPyConnection, check_jpegs: bool, schema: str
     con.execute(f"""
     CREATE OR REPLACE TEMP TABLE _gold_check AS
     WITH gold_images AS (
-        SELECT patient_id AS subject_id, min(replace(image_id, '.dcm', '')) AS gold_image,
-               count(DISTINCT image_id) AS n_gold_images
-        FROM ingest.gold_relations GROUP BY patient_id),
+        SELECT subject_id, min(image_id) AS gold_image, count(DISTINCT image_id) AS n_gold_images
+        FROM {schema}.gold_studies GROUP BY subject_id),
     first_pick AS (
         SELECT subject_id, study_id AS first_study, dicom_id AS auto_image FROM {schema}.image_rules
         WHERE gold_reason IS NULL AND study_order = 1)

@@ -16,6 +16,7 @@ def warehouse(small_source, tmp_path):
     con = duckdb.connect()
     for table in ("cxr_metadata", "silver_bbox", "gold_relations"):
         ingest_table(con, root, load_contract(f"ingest/{table}"), tmp_path)
+    selection.build_gold_studies(con)
     selection.build_image_rules(con)
     return con, manifest
 
@@ -83,6 +84,7 @@ def test_gold_image_from_a_later_study_is_refused(warehouse):
         SELECT subject_id, dicom_id FROM cxr_cohort.image_rules
         WHERE gold_reason IS NULL AND study_order = 2 ORDER BY subject_id LIMIT 1""").fetchone()
     con.execute("UPDATE ingest.gold_relations SET image_id = ? || '.dcm' WHERE patient_id = ?", [second, subject])
+    selection.build_gold_studies(con)  # the gold file's patients and images, as cxr_cohort/gold_studies reads it
     out = selection.build_cohorts(con, check_jpegs=False)
     assert out["gold_checks"]["gold_patients_failing_first_study_rule"] == 1
     assert con.execute("SELECT reason FROM cxr_cohort.gold_rejected WHERE subject_id = ? AND study_order = 1",
