@@ -5,10 +5,9 @@ import dagster as dg
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
 from assets.metadata import table_result
-from assets.cxr_cohort import GOLD_KEY, SILVER_KEY
 from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.ingest import ingest_key
-from assets.splits import SPLITS_KEY
+from assets.splits import COHORT_KEYS, SPLIT_KEYS
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.cxr.ontology import read_ontology
 from ehrxqa_pipeline.ehr.build import build_database
@@ -39,15 +38,17 @@ def _db_asset(which: str) -> dg.AssetsDefinition:
     images = "the MIMIC-CXR-VQA valid split" if which == "silver" else "the gold cohort (all studies of gold patients)"
 
     @dg.asset(key=key, group_name=names.EHR_DB, code_version="2", automation_condition=ON_CHANGE,
-              deps=[SPLITS_KEY, SILVER_KEY, GOLD_KEY, LABEL_KEYS["silver"], LABEL_KEYS["gold"],
-                    *(ingest_key(t.name) for t in MIMICIV_FILES), ingest_key("silver_relations"),
-                    ingest_key("silver_bbox"), *([ONTOLOGY_KEY] if which == "gold" else [])],
+              deps=[SPLIT_KEYS[which], COHORT_KEYS[which], LABEL_KEYS[which],
+                    *(ingest_key(t.name) for t in MIMICIV_FILES), ingest_key("silver_bbox"),
+                    # the gold database refines its later studies' labels from the raw silver relations
+                    *([ONTOLOGY_KEY, ingest_key("silver_relations")] if which == "gold" else [])],
               pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"], kinds={"duckdb", "sqlite"},
               check_specs=[dg.AssetCheckSpec(n, asset=key, blocking=True, description=d) for n, d in CHECKS.items()],
               description=f"Grain: one database of 17 MIMIC-IV tables + TB_CXR (one row per study) for the "
                           f"patients sampled from {images}, time-shifted into 2100-2105, plus its answer sheet "
-                          f"TB_CXR_PLUS (one row per image x possible pair) kept apart. Source: ingest.*, "
-                          f"cxr_cohort, cxr_labels, splits. Files: EHRXQA_HOME/release/ehrxqa/databases/"
+                          f"TB_CXR_PLUS (one row per image x possible pair) kept apart. Source: ingest.* (MIMIC-IV, "
+                          f"boxes), cxr_cohort.{which}, cxr_labels.{which}, splits.{which}"
+                          f"{', cxr_labels ontology, ingest.silver_relations' if which == 'gold' else ''}. Files: EHRXQA_HOME/release/ehrxqa/databases/"
                           f"{which}/mimic_iv_cxr.{{duckdb,db}}; answer sheet under EHRXQA_HOME/answer_sheets/.")
     def _asset(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
         settings = pipeline_config.settings()

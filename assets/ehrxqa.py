@@ -21,14 +21,14 @@ from ehrxqa_pipeline.questions.ehrxqa import CATALOG, stats
 from ehrxqa_pipeline.questions.ehrxqa.records import (STORED_SCHEMA, build_records, catalog_rows, check_stored,
                                                       stored_frame, write_json, write_release)
 from ehrxqa_pipeline.questions.ehrxqa.resolved import check_resolved
-from ehrxqa_pipeline.questions.ehrxqa.sampling import DATABASES, SPLITS, DatabaseFiles, SamplingCaps, sample_ehrxqa
+from ehrxqa_pipeline.questions.ehrxqa.sampling import DATABASES, SPLITS, DatabaseFiles, SamplingCaps, sample_database
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
 from ehrxqa_pipeline.questions.neuralsql.shapes import shape_counts
 from ehrxqa_pipeline.warehouse import replace_tables
 from resources import PipelineConfig, Warehouse
 
 CATALOG_KEY = dg.AssetKey([names.EHRXQA, "catalog"])
-QUESTIONS_KEY = dg.AssetKey([names.EHRXQA, "questions"])
+QUESTION_KEYS = {which: dg.AssetKey([names.EHRXQA, which]) for which in DATABASES}
 STATS_KEY = dg.AssetKey([names.EHRXQA, "statistics"])
 RELEASE_KEY = dg.AssetKey([names.RELEASE, "ehrxqa"])
 SCHEMA = names.EHRXQA
@@ -64,9 +64,9 @@ class EhrxqaSamplingConfig(dg.Config):
 
 
 def sampling_run_config(**fields) -> dict:
-    """Run config that sets ``EhrxqaSamplingConfig`` fields of ehrxqa/questions, e.g. small caps for tests:
-    ``build(settings, run_config=sampling_run_config(train_valid_cap=4, test_cap=1))``."""
-    return {"ops": {QUESTIONS_KEY.to_python_identifier(): {"config": fields}}}
+    """Run config that sets ``EhrxqaSamplingConfig`` fields of ehrxqa/silver and ehrxqa/gold, e.g. small caps
+    for tests: ``build(settings, run_config=sampling_run_config(train_valid_cap=4, test_cap=1))``."""
+    return {"ops": {key.to_python_identifier(): {"config": fields} for key in QUESTION_KEYS.values()}}
 
 
 def _databases(settings) -> dict[str, DatabaseFiles]:
@@ -93,9 +93,11 @@ def _stored(warehouse: Warehouse, table: str) -> dict:
         return table_metadata(con, f"{SCHEMA}.{table}")
 
 
-def _questions(warehouse: Warehouse, columns: str = "*") -> pl.DataFrame:
+def _questions(warehouse: Warehouse, columns: str = "*", databases=DATABASES) -> pl.DataFrame:
+    """The stored items of ``databases`` (silver: train and valid, gold: test), in release order."""
     with warehouse.connect() as con:
-        return con.execute(f"SELECT {columns} FROM {SCHEMA}.questions ORDER BY split, id").pl()
+        return pl.concat([con.execute(f"SELECT {columns} FROM {SCHEMA}.{which} ORDER BY split, id").pl()
+                          for which in databases])
 
 
 def _digest(text: str) -> str:
@@ -123,68 +125,86 @@ def catalog(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Materia
         "templates_per_modality": dg.MetadataValue.json(per_modality), "path": dg.MetadataValue.path(str(path))})
 
 
-@dg.asset(key=QUESTIONS_KEY, group_name=names.EHRXQA, code_version="3", kinds={"duckdb", "sqlite"},
-          deps=[DB_KEYS["silver"], DB_KEYS["gold"], CATALOG_KEY],
-          description="Grain: one row per sampled EHRXQA item (split, id, template, question, gold SQL, "
-                      "NeuralSQL, answer, record fields). Per template up to 80 distinct questions from the silver "
-                      "database split 7:1 into train/valid and up to 10 from the gold database for test (run config "
-                      "changes the caps); a draw is kept only if its gold SQL over TB_CXR_PLUS gives a valid answer. "
-                      "Per-template outcome (draws, kept, why fewer): ehrxqa.sampling_report; the caps it ran "
-                      "with: ehrxqa.sampling_config. Source: "
-                      "ehr_db/silver, ehr_db/gold (the exported SQLite files and answer sheets), ehrxqa/catalog.",
-          **COMMON)
-def questions(context: dg.AssetExecutionContext, config: EhrxqaSamplingConfig, pipeline_config: PipelineConfig,
-              warehouse: Warehouse) -> dg.MaterializeResult:
-    settings = pipeline_config.settings()
-    caps = config.caps()
-    files = _databases(settings)
-    workers = _workers(config.workers, len(CATALOG) * (caps.train_valid + caps.test))
-    context.log.info(f"sampling {len(CATALOG)} templates (caps {caps.train_valid} / {caps.test}) from the silver "
-                     f"and gold databases in {workers} process(es)")
-    sample = sample_ehrxqa(files["silver"], files["gold"], settings.seed, caps, workers=workers,
-                           progress=context.log.info)
-    frame = stored_frame(sample)
-    reports = pl.DataFrame([r.row() for r in sample.reports], schema=REPORT_SCHEMA)
-    settings_used = pl.DataFrame({"setting": list(asdict(caps)), "value": list(asdict(caps).values())},
-                                 schema=load_contract("ehrxqa.sampling_config").polars_schema())
-    _write_tables(warehouse, {"questions": frame, "sampling_report": reports, "sampling_config": settings_used})
-    none = [f"{i} {db}: {why}" for i, db, why in
-            reports.filter(pl.col("kept") == 0).select("template_index", "database", "reason").iter_rows()]
-    per_split = {s: frame.filter(pl.col("split") == s).height for s in SPLITS}
-    per_scope = {f"{scope}/{split}": n for scope, split, n in
-                 frame.group_by("scope", "split").len().sort("scope", "split").iter_rows()}
-    content = frame.write_csv() + reports.write_csv() + settings_used.write_csv()
-    return dg.MaterializeResult(data_version=dg.DataVersion(_digest(content)), metadata={
-        **_stored(warehouse, "questions"), "questions_per_split": dg.MetadataValue.json(per_split),
-        "questions_per_scope_split": dg.MetadataValue.json(per_scope),
-        "caps": dg.MetadataValue.json(asdict(caps)), "draws": int(reports["draws"].sum()),
-        "templates_below_cap": reports.filter(pl.col("kept") < pl.col("cap")).height,
-        "templates_without_items": dg.MetadataValue.json(none)})
+SPLITS_OF = {"silver": "train and valid", "gold": "test"}
 
 
-@dg.asset_check(asset=QUESTIONS_KEY, name="neuralsql_consistency", blocking=True, pool=DUCKDB_POOL,
-                op_tags=DUCKDB_TAGS, automation_condition=WITH_ITS_ASSET,
-                description="Every stored item's NeuralSQL, executed with the oracle VQA module on the database it "
-                            "was drawn from, gives its gold SQL answer, and both equal the stored answer.")
-def neuralsql_consistency(context: dg.AssetCheckExecutionContext, pipeline_config: PipelineConfig,
-                          warehouse: Warehouse) -> dg.AssetCheckResult:
-    frame = _questions(warehouse)
-    mismatches = check_stored(frame, _databases(pipeline_config.settings()), workers=_workers(0, frame.height),
-                              log=context.log.info)
-    shown = [{"template": m.index, "question": m.question, "gold": repr(m.gold), "neural": repr(m.neural),
-              "stored": repr(m.stored)} for m in mismatches[:SHOW_MISMATCHES]]
-    return dg.AssetCheckResult(
-        passed=not mismatches, severity=dg.AssetCheckSeverity.ERROR,
-        description=f"{len(mismatches)} of {frame.height} items disagree (gold SQL / NeuralSQL with the oracle / "
-                    "stored answer)",
-        metadata={"items_checked": frame.height, "mismatches": len(mismatches),
-                  "first_mismatches": dg.MetadataValue.json(shown)})
+def _questions_asset(which: str) -> dg.AssetsDefinition:
+    key = QUESTION_KEYS[which]
+    cap = "up to 80 distinct questions split 7:1 into train/valid" if which == "silver" else \
+        "up to 10 distinct questions for test"
+
+    @dg.asset(key=key, group_name=names.EHRXQA, code_version="4", kinds={"duckdb", "sqlite"},
+              deps=[DB_KEYS[which], CATALOG_KEY],
+              description=f"Grain: one row per sampled EHRXQA item of the {SPLITS_OF[which]} split"
+                          f"{'s' if which == 'silver' else ''} (split, id, template, question, gold SQL, NeuralSQL, "
+                          f"answer, record fields), from the {which} database: per template {cap} (run config "
+                          "changes the caps); a draw is kept only if its gold SQL over TB_CXR_PLUS gives a valid "
+                          "answer. Every template and database draws from its own generators, so one side is "
+                          "sampled without the other. Per-template outcome (draws, kept, why fewer): "
+                          f"ehrxqa.{which}_sampling_report; the caps it ran with: ehrxqa.{which}_sampling_config. "
+                          f"Source: ehr_db/{which} (the exported SQLite file and answer sheet), ehrxqa/catalog.",
+              **COMMON)
+    def _asset(context: dg.AssetExecutionContext, config: EhrxqaSamplingConfig, pipeline_config: PipelineConfig,
+               warehouse: Warehouse) -> dg.MaterializeResult:
+        settings = pipeline_config.settings()
+        caps = config.caps()
+        workers = _workers(config.workers, len(CATALOG) * caps.cap(which))
+        context.log.info(f"sampling {len(CATALOG)} templates (cap {caps.cap(which)}) from the {which} database in "
+                         f"{workers} process(es)")
+        sample = sample_database(_databases(settings)[which], which, settings.seed, caps, workers=workers,
+                                 progress=context.log.info)
+        frame = stored_frame(sample)
+        reports = pl.DataFrame([r.row() for r in sample.reports], schema=REPORT_SCHEMA)
+        settings_used = pl.DataFrame({"setting": list(asdict(caps)), "value": list(asdict(caps).values())},
+                                     schema=load_contract("ehrxqa.sampling_config").polars_schema())
+        _write_tables(warehouse, {which: frame, f"{which}_sampling_report": reports,
+                                  f"{which}_sampling_config": settings_used})
+        none = [f"{i} {db}: {why}" for i, db, why in
+                reports.filter(pl.col("kept") == 0).select("template_index", "database", "reason").iter_rows()]
+        per_split = {s: frame.filter(pl.col("split") == s).height for s in SPLITS if s in SPLITS_OF[which]}
+        per_scope = {f"{scope}/{split}": n for scope, split, n in
+                     frame.group_by("scope", "split").len().sort("scope", "split").iter_rows()}
+        content = frame.write_csv() + reports.write_csv() + settings_used.write_csv()
+        return dg.MaterializeResult(data_version=dg.DataVersion(_digest(content)), metadata={
+            **_stored(warehouse, which), "questions_per_split": dg.MetadataValue.json(per_split),
+            "questions_per_scope_split": dg.MetadataValue.json(per_scope),
+            "caps": dg.MetadataValue.json(asdict(caps)), "draws": int(reports["draws"].sum()),
+            "templates_below_cap": reports.filter(pl.col("kept") < pl.col("cap")).height,
+            "templates_without_items": dg.MetadataValue.json(none)})
+
+    return _asset
 
 
-@dg.asset(key=STATS_KEY, group_name=names.EHRXQA, code_version="1", deps=[QUESTIONS_KEY], kinds={"duckdb"},
+def _consistency_check(which: str) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=QUESTION_KEYS[which], name="neuralsql_consistency", blocking=True, pool=DUCKDB_POOL,
+                    op_tags=DUCKDB_TAGS, automation_condition=WITH_ITS_ASSET,
+                    description="Every stored item's NeuralSQL, executed with the oracle VQA module on the database "
+                                "it was drawn from, gives its gold SQL answer, and both equal the stored answer.")
+    def _check(context: dg.AssetCheckExecutionContext, pipeline_config: PipelineConfig,
+               warehouse: Warehouse) -> dg.AssetCheckResult:
+        frame = _questions(warehouse, databases=(which,))
+        mismatches = check_stored(frame, _databases(pipeline_config.settings()), workers=_workers(0, frame.height),
+                                  log=context.log.info)
+        shown = [{"template": m.index, "question": m.question, "gold": repr(m.gold), "neural": repr(m.neural),
+                  "stored": repr(m.stored)} for m in mismatches[:SHOW_MISMATCHES]]
+        return dg.AssetCheckResult(
+            passed=not mismatches, severity=dg.AssetCheckSeverity.ERROR,
+            description=f"{len(mismatches)} of {frame.height} items disagree (gold SQL / NeuralSQL with the oracle "
+                        "/ stored answer)",
+            metadata={"items_checked": frame.height, "mismatches": len(mismatches),
+                      "first_mismatches": dg.MetadataValue.json(shown)})
+
+    return _check
+
+
+QUESTION_ASSETS = [_questions_asset(which) for which in DATABASES]
+CONSISTENCY_CHECKS = [_consistency_check(which) for which in DATABASES]
+
+
+@dg.asset(key=STATS_KEY, group_name=names.EHRXQA, code_version="1", deps=[*QUESTION_KEYS.values()], kinds={"duckdb"},
           description="Grain: one row per (modality, patient scope) with counts per split (cf. paper Table C9), "
                       "and one row per template with its counts and sampling outcome (draws, why fewer than the "
-                      "cap). Source: ehrxqa.questions, ehrxqa.sampling_report. Files: EHRXQA_HOME/release/ehrxqa/"
+                      "cap). Source: ehrxqa.{silver,gold} and their sampling reports. Files: EHRXQA_HOME/release/ehrxqa/"
                       "statistics.{md,json}.", **COMMON)
 def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
     everything = _questions(warehouse, "split, id, template_index, scope")
@@ -192,7 +212,8 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
     frame = everything.filter(~impossible)  # Table C9 counts the answerable items, as the paper's does
     unanswerable = {s: everything.filter(impossible & (pl.col("split") == s)).height for s in SPLITS}
     with warehouse.connect() as con:
-        reports = con.execute(f"SELECT * FROM {SCHEMA}.sampling_report ORDER BY database, template_index").pl()
+        reports = pl.concat([con.execute(f"SELECT * FROM {SCHEMA}.{which}_sampling_report ORDER BY template_index").pl()
+                             for which in sorted(DATABASES)])  # by database (gold, silver), then template
     c9 = stats.c9_counts(frame)
     per = stats.per_template(frame, reports.to_dicts())
     md = stats.render_markdown(c9, per)
@@ -209,7 +230,8 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
         "templates_below_cap": sum(1 for r in per if r["silver_reason"] or r["gold_reason"])})
 
 
-@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="4", deps=[QUESTIONS_KEY, POOLS_KEY], kinds={"json"},
+@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="4", deps=[*QUESTION_KEYS.values(), POOLS_KEY],
+          kinds={"json"},
           description="Grain: one JSON record per EHRXQA item in the published format (db_id, split, id, question, "
                       "template, query, value, q_tag, t_tag, o_tag, v_tag, tag, para_type, is_impossible, answer) "
                       "plus resolved_value (the studies the query resolves; value = the database values written "
@@ -217,7 +239,7 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
                       "(indent 4). "
                       "question = a phrasing of the template's pool side (train / valid+test) filled with the "
                       "words the item was sampled with (ehrxqa.questions.fills); templates without a pool keep "
-                      "the filled template. Source: ehrxqa.questions, paraphrase.pools.", **COMMON)
+                      "the filled template. Source: ehrxqa.silver, ehrxqa.gold, paraphrase.pools.", **COMMON)
 def release_ehrxqa(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
                    warehouse: Warehouse) -> dg.MaterializeResult:
     frame = _questions(warehouse)
@@ -240,7 +262,7 @@ def release_ehrxqa(context: dg.AssetExecutionContext, pipeline_config: PipelineC
 
 
 @dg.asset_check(asset=RELEASE_KEY, name="resolved_studies", blocking=True, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
-                additional_deps=[QUESTIONS_KEY], automation_condition=with_its_asset_only(RELEASE_KEY),
+                additional_deps=[*QUESTION_KEYS.values()], automation_condition=with_its_asset_only(RELEASE_KEY),
                 description="Every released record of a 1-image or 2-image template names the studies its released "
                             "query resolves on the released SQLite database (train/valid: silver, test: gold): "
                             "resolved_value (study_id, or study_id1 / study_id2) and the study ids written in value "

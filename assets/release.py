@@ -19,7 +19,7 @@ from assets.paraphrase import CANDIDATES_KEY as PARAPHRASE_CANDIDATES_KEY
 from assets.paraphrase import POOLS_KEY as PARAPHRASE_POOLS_KEY
 from assets.paraphrase import REVIEW_KEY as PARAPHRASE_REVIEW_KEY
 from assets.paraphrase import STATS_KEY as PARAPHRASE_STATS_KEY
-from assets.splits import SPLITS_KEY
+from assets.splits import SPLIT_KEYS
 from assets.paraphrase import VALIDATED_KEY
 from assets.sources import HASH_CACHE, SOURCE_KEYS, SOURCE_VERSION_FIELD
 from ehrxqa_pipeline import markdown, names
@@ -50,7 +50,7 @@ RELEASE_INPUTS: list[dg.AssetKey] = [
 # Every asset that writes a *_rejected table (and the cohort funnels): release/statistics reads them all.
 QUARANTINES: list[dg.AssetKey] = [
     *(ingest_key(c.table) for c in CONTRACTS), SILVER_COHORT_KEY, GOLD_COHORT_KEY, *LABEL_KEYS.values(),
-    SPLITS_KEY, DB_KEYS["silver"], DB_KEYS["gold"], VALIDATED_KEY]
+    *SPLIT_KEYS.values(), DB_KEYS["silver"], DB_KEYS["gold"], VALIDATED_KEY]
 
 
 def _tables(settings) -> dict:
@@ -61,10 +61,15 @@ def _tables(settings) -> dict:
 
 
 def _sampling_config(con) -> dict | None:
-    """The caps ehrxqa/questions ran with (its table ehrxqa.sampling_config); None before it ran."""
-    if "sampling_config" not in _tables_in(con, names.EHRXQA):
+    """The caps ehrxqa/silver and ehrxqa/gold ran with (their tables ehrxqa.<side>_sampling_config): one dict
+    when both sides ran with the same caps, else one per side; None before either ran."""
+    present = _tables_in(con, names.EHRXQA)
+    sides = {which: dict(con.execute(f"SELECT setting, value FROM {names.EHRXQA}.{which}_sampling_config").fetchall())
+             for which in ehrxqa.DATABASES if f"{which}_sampling_config" in present}
+    if not sides:
         return None
-    return dict(con.execute(f"SELECT setting, value FROM {names.EHRXQA}.sampling_config").fetchall())
+    first = next(iter(sides.values()))
+    return first if len(sides) == len(ehrxqa.DATABASES) and all(c == first for c in sides.values()) else sides
 
 
 def _scalar(con, schema: str, table: str, column: str):
@@ -195,7 +200,7 @@ def release_plots(pipeline_config: PipelineConfig) -> dg.MaterializeResult:
         "path": dg.MetadataValue.path(str(settings.release_dir / plots.OUT_DIR))})
 
 
-@dg.asset(key=DATASHEET_KEY, code_version="2", deps=[STATISTICS_KEY, ehrxqa.QUESTIONS_KEY, PARAPHRASE_STATS_KEY,
+@dg.asset(key=DATASHEET_KEY, code_version="2", deps=[STATISTICS_KEY, *ehrxqa.QUESTION_KEYS.values(), PARAPHRASE_STATS_KEY,
                                                      PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY,
                                                      PARAPHRASE_REVIEW_KEY],
           kinds={"markdown"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
@@ -216,12 +221,12 @@ def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: Pipeli
                                           "path": dg.MetadataValue.path(str(path))})
 
 
-@dg.asset(key=IMAGES_KEY, code_version="1", deps=[SPLITS_KEY, GOLD_COHORT_KEY, DOWNLOADS_KEY],
+@dg.asset(key=IMAGES_KEY, code_version="1", deps=[*SPLIT_KEYS.values(), GOLD_COHORT_KEY, DOWNLOADS_KEY],
           kinds={"duckdb", "csv"},
           description="Grain: one line per MIMIC-CXR-JPG image a split of the release uses, for partial "
                       "downloads: MIMIC-CXR-VQA train / valid / test (test adds every gold-cohort image, which the "
                       "EHRXQA test database draws from). Files: EHRXQA_HOME/release/images/{train,valid,test}.csv "
-                      "and *_urls.txt, and README.md over every list with the wget command. Source: splits.images, "
+                      "and *_urls.txt, and README.md over every list with the wget command. Source: splits.{silver,gold}, "
                       "cxr_cohort.gold, the build list of cxr_cohort/image_downloads.", **COMMON)
 def release_images(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
@@ -242,7 +247,7 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
     ``ehrxqa_pipeline.definitions``, which assembles them, so this module imports nothing of it."""
 
     @dg.asset(key=MANIFEST_KEY, code_version="2", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
-              deps=[*RELEASE_INPUTS, ehrxqa.QUESTIONS_KEY, PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY,
+              deps=[*RELEASE_INPUTS, *ehrxqa.QUESTION_KEYS.values(), PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY,
                     PARAPHRASE_REVIEW_KEY],
               check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
                                              description="No absolute path of this machine (EHRXQA_HOME, the source "

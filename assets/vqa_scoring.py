@@ -13,12 +13,14 @@ from assets.contract_checks import contract_check_result, contract_check_spec
 from assets.cxr_cohort import IMAGE_PARTITIONS
 from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.ehr_db import DB_KEYS, database_dir
-from assets.ehrxqa import QUESTIONS_KEY as EHRXQA_QUESTIONS_KEY
+from assets.cxr_cohort import GOLD_KEY as GOLD_COHORT_KEY
+from assets.ehrxqa import QUESTION_KEYS as EHRXQA_QUESTION_KEYS
 from assets.ingest import ingest_key
 from assets.metadata import table_metadata, table_result
-from assets.mimic_cxr_vqa import QUESTIONS_KEY as VQA_QUESTIONS_KEY
+from assets.mimic_cxr_vqa import QUESTION_KEYS as VQA_QUESTION_KEYS
+from assets.mimic_cxr_vqa import read_sides
 from assets.paraphrase import POOLS_KEY
-from assets.splits import SPLITS_KEY
+from assets.splits import SPLIT_KEYS
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.atomic import write_bytes, write_text
 from ehrxqa_pipeline.contracts import load_contract
@@ -32,8 +34,30 @@ from resources import PipelineConfig, VqaDevice, Warehouse
 MODEL_KEY = dg.AssetKey([names.VQA_SCORING, "reference_model"])
 PREDICTIONS_KEY = dg.AssetKey([names.VQA_SCORING, "predictions"])
 SCORES_KEY = dg.AssetKey([names.VQA_SCORING, "scores"])
-# The assets whose tables vqa.workspace.snapshot copies for training and inference (COPIED, ingest.silver_bbox)
-WORKSPACE = [SPLITS_KEY, ONTOLOGY_KEY, LABEL_KEYS["silver"], LABEL_KEYS["gold"], ingest_key("silver_bbox")]
+# What vqa.workspace.snapshot copies: to train, the silver side and its labels; to predict, the images of both
+# sides (no labels) and every gold-cohort image (the gold EHRXQA database draws its studies from them). So a
+# gold label edit retrains nothing and re-predicts nothing, and an EHR edit touches neither (issue 23).
+TRAIN_WORKSPACE = [SPLIT_KEYS["silver"], ONTOLOGY_KEY, LABEL_KEYS["silver"], ingest_key("silver_bbox")]
+PREDICT_WORKSPACE = [*SPLIT_KEYS.values(), ONTOLOGY_KEY, ingest_key("silver_bbox"), GOLD_COHORT_KEY]
+# The gold-cohort images no split lists (the later studies of gold patients), asked about by the gold database
+GOLD_COHORT_IMAGES_SQL = """
+    SELECT image_id, subject_id, study_id, view_position, NULL::VARCHAR AS gender FROM cxr_cohort.gold
+    ORDER BY image_id"""
+
+
+def train_workspace(con):
+    """The reference model's training copy: the silver splits and labels (``TRAIN_WORKSPACE``)."""
+    from ehrxqa_pipeline.vqa.workspace import snapshot
+
+    return snapshot(con, sides=("silver",), labels=("silver",))
+
+
+def predict_workspace(con, top_folder: str):
+    """The inference copy of one top folder: both sides' images and the gold cohort's, no labels
+    (``PREDICT_WORKSPACE``)."""
+    from ehrxqa_pipeline.vqa.workspace import snapshot
+
+    return snapshot(con, con.execute(GOLD_COHORT_IMAGES_SQL).pl(), top_folder=top_folder)
 SCHEMA = names.VQA_SCORING
 OWNERS = ["team:ehrxqa"]
 _DEFAULT_EPOCHS = 6
@@ -72,18 +96,16 @@ def _gold_files(settings):
 
 
 @dg.asset(key=MODEL_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"pytorch"}, owners=OWNERS,
-          deps=WORKSPACE,
+          deps=TRAIN_WORKSPACE,
           automation_condition=ON_CHANGE, pool=GPU_POOL, op_tags=GPU_TAGS,
           description="Grain: one model file (EHRXQA_HOME/models/reference_model.pt): a small CNN over each "
                       "object's box crop with one presence output per attribute, plus view-position and sex heads "
                       "on the whole image (paper E.1.3, trained from scratch). Trained on silver-train images, "
                       "best epoch by silver-valid AUROC. CUDA when present (bf16 autocast), else CPU. Source: "
-                      "splits.images, cxr_labels.silver, cxr_labels.gold, cxr_labels.pairs, ingest.silver_bbox, "
-                      "the JPEGs.")
+                      "splits.silver, cxr_labels.silver, cxr_labels.pairs, ingest.silver_bbox, the JPEGs.")
 def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelConfig, pipeline_config: PipelineConfig,
                     warehouse: Warehouse, vqa_device: VqaDevice) -> dg.MaterializeResult:
     from ehrxqa_pipeline.vqa.train import TrainConfig, plot_curves, save_model, train_reference
-    from ehrxqa_pipeline.vqa.workspace import snapshot
 
     settings = pipeline_config.settings()
     path = _model_path(settings)
@@ -98,7 +120,7 @@ def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelCon
                                crop_size=config.crop_size, seed=settings.seed, max_images=config.max_images,
                                decode_workers=config.decode_workers, device=device, amp=vqa_device.use_amp())
     with warehouse.connect() as con:
-        work = snapshot(con)
+        work = train_workspace(con)
     result = train_reference(work, _files_root(settings), train_config, log=context.log.info)
     save_model(result, path)
     png = plot_curves(result.curves)
@@ -113,7 +135,7 @@ def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelCon
 
 
 def _partition_images(work, partition: str) -> list[str]:
-    """Valid (to choose the decision rule) and test images, and the gold database's images, in top folder
+    """Valid (to choose the decision rule) and test images, and the gold cohort's images, in top folder
     ``partition`` (pNN)."""
     return [r[0] for r in work.execute(
         "SELECT image_id FROM splits.images WHERE split IN ('valid', 'test', 'ehrxqa') AND image_path LIKE ? "
@@ -121,15 +143,16 @@ def _partition_images(work, partition: str) -> list[str]:
 
 
 @dg.asset(key=PREDICTIONS_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"pytorch", "duckdb"},
-          owners=OWNERS, deps=[MODEL_KEY, *WORKSPACE, DB_KEYS["gold"]], partitions_def=IMAGE_PARTITIONS,
+          owners=OWNERS, deps=[MODEL_KEY, *PREDICT_WORKSPACE], partitions_def=IMAGE_PARTITIONS,
           check_specs=[contract_check_spec(PREDICTIONS_KEY)],
           automation_condition=ON_CHANGE, pool=GPU_POOL, op_tags={**DUCKDB_TAGS, **GPU_TAGS},
           description="Grain: one row per (image, object, attribute) of the label pool with the reference model's "
                       "probability (vqa_scoring.predicted_relations) and one row per image with P(PA), P(male) and "
                       "the given boxes' CTR/MTR (vqa_scoring.predicted_images), for the valid and test images and "
-                      "every image of the gold EHRXQA database in one MIMIC-CXR top folder (partition pNN). Batch "
-                      "inference with parallel JPEG decoding. Source: vqa_scoring/reference_model, the tables of "
-                      "vqa.workspace.snapshot, the gold database's TB_CXR, the JPEGs.")
+                      "every gold-cohort image (the gold EHRXQA database draws from them) in one MIMIC-CXR top "
+                      "folder (partition pNN). Batch inference with parallel JPEG decoding; no labels are read. "
+                      "Source: vqa_scoring/reference_model, splits.{silver,gold}, cxr_cohort.gold, "
+                      "cxr_labels.pairs, ingest.silver_bbox, the JPEGs.")
 def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse,
                 vqa_device: VqaDevice) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
@@ -139,11 +162,9 @@ def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConf
     if path.is_file():
         from ehrxqa_pipeline.vqa.infer import predict
         from ehrxqa_pipeline.vqa.train import load_model
-        from ehrxqa_pipeline.vqa.workspace import database_images, snapshot
 
-        extra = database_images(_gold_files(settings)[0])
         with warehouse.connect() as con:
-            work = snapshot(con, extra, top_folder=part)
+            work = predict_workspace(con, part)
         ids = _partition_images(work, part)
         if ids:
             device = vqa_device.resolved()
@@ -170,9 +191,9 @@ def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConf
 PREVALENCE_SQL = """
     SELECT p.object, p.attribute, (count(l.image_id) + 1.0) / (max(n.n) + 2.0) AS prevalence
     FROM cxr_labels.pairs p
-    CROSS JOIN (SELECT count(*) AS n FROM splits.images WHERE split = 'train') n
+    CROSS JOIN (SELECT count(*) AS n FROM splits.silver WHERE split = 'train') n
     LEFT JOIN (SELECT s.image_id, s.object, s.attribute FROM cxr_labels.silver s
-               JOIN splits.images i ON i.image_id = s.image_id AND i.split = 'train') l
+               JOIN splits.silver i ON i.image_id = s.image_id AND i.split = 'train') l
       ON l.object = p.object AND l.attribute = p.attribute
     GROUP BY p.object, p.attribute ORDER BY p.object, p.attribute"""
 
@@ -186,15 +207,15 @@ def _load_predictions(con) -> Predictions | None:
 
 
 @dg.asset(key=SCORES_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"duckdb", "json"}, owners=OWNERS,
-          deps=[PREDICTIONS_KEY, VQA_QUESTIONS_KEY, EHRXQA_QUESTIONS_KEY, SPLITS_KEY, ONTOLOGY_KEY,
-                LABEL_KEYS["silver"], LABEL_KEYS["gold"], POOLS_KEY, DB_KEYS["gold"]],
+          deps=[PREDICTIONS_KEY, *VQA_QUESTION_KEYS.values(), EHRXQA_QUESTION_KEYS["gold"], *SPLIT_KEYS.values(),
+                ONTOLOGY_KEY, LABEL_KEYS["silver"], LABEL_KEYS["gold"], POOLS_KEY, DB_KEYS["gold"]],
           automation_condition=RELEASE_ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
           description="Grain: one row per (VQA module, metric): MIMIC-CXR-VQA test accuracy and micro F1 (overall, "
                       "per content type), relative AUROC vs the reference model (E.1.3), EHRXQA execution accuracy "
                       "of the gold NeuralSQL per modality x patient scope (Table E16), paraphrase robustness of "
                       "text-reading modules. Table vqa_scoring.scores; EHRXQA_HOME/release/scores.{json,md}. "
-                      "Source: vqa_scoring.predicted_*, mimic_cxr_vqa.questions, ehrxqa.questions (test), "
-                      "splits.images, cxr_labels.pairs, cxr_labels.gold, cxr_labels.silver (train prevalence), "
+                      "Source: vqa_scoring.predicted_*, mimic_cxr_vqa.{silver,gold}, ehrxqa.gold (test), "
+                      "splits.{silver,gold}, cxr_labels.pairs, cxr_labels.gold, cxr_labels.silver (train prevalence), "
                       "paraphrase.pools, the gold database and answer sheet.")
 def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_config: PipelineConfig,
            warehouse: Warehouse, vqa_device: VqaDevice) -> dg.MaterializeResult:
@@ -206,11 +227,11 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
     with warehouse.connect() as con:
         preds = _load_predictions(con)
         inputs = EvaluationInputs(
-            questions=con.execute(f"SELECT * FROM {names.MIMIC_CXR_VQA}.questions ORDER BY q").pl(),
-            images=con.execute("SELECT * FROM splits.images").pl(),
+            questions=read_sides(con, f"{names.MIMIC_CXR_VQA}.{{side}}", "ORDER BY split_order, q"),
+            images=read_sides(con, "splits.{side}"),
             pairs=con.execute("SELECT object, attribute, category FROM cxr_labels.pairs").pl(),
             gold_positives=con.execute("SELECT image_id, object, attribute FROM cxr_labels.gold").pl(),
-            ehrxqa_items=con.execute(f"SELECT * FROM {names.EHRXQA}.questions WHERE split = 'test' ORDER BY id").pl(),
+            ehrxqa_items=con.execute(f"SELECT * FROM {names.EHRXQA}.gold WHERE split = 'test' ORDER BY id").pl(),
             gold_database=database, answer_sheet=sheet,
             images_root=_files_root(settings) if settings.check_images else None, predictions=preds,
             prevalence=con.execute(PREVALENCE_SQL).pl(),

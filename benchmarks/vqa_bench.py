@@ -33,7 +33,7 @@ def vqa_bench(home: Path, source: Path, device: str = "auto", batch_sizes: tuple
         return {"skipped": f"no JPEGs under {files_root} (a metadata-only source)"}
     dev = resolve_device(device)
     with duckdb.connect(str(Path(home) / "warehouse.duckdb"), read_only=True) as con:
-        work = snapshot(con)
+        work = snapshot(con, labels=("silver",))
     start = time.perf_counter()
     result = train_reference(work, files_root, TrainConfig(device=dev), log=lambda _: None)
     wall = time.perf_counter() - start

@@ -5,7 +5,7 @@ import duckdb
 from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.cxr import labels, selection
 from ehrxqa_pipeline.cxr.ontology import Ontology, build_ontology
-from ehrxqa_pipeline.cxr.splits import build_splits
+from ehrxqa_pipeline.cxr.splits import SIDES, build_splits
 from ehrxqa_pipeline.ingest import ingest_table
 from ehrxqa_pipeline.sources.schema import TABLES
 from ehrxqa_pipeline.sources.semantics import read_semantics
@@ -27,5 +27,6 @@ def build_through_labels(con: duckdb.DuckDBPyConnection, root, stage_dir, tables
 
 def build_through_splits(con, root, stage_dir, valid_fraction: float = 0.05, tables=tuple(TABLES)) -> Ontology:
     onto = build_through_labels(con, root, stage_dir, tables)
-    build_splits(con, seed=0, valid_fraction=valid_fraction)
+    for side in SIDES:
+        build_splits(con, side, seed=0, valid_fraction=valid_fraction)
     return onto

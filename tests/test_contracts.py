@@ -96,7 +96,9 @@ def test_scope_rules_parse():
 
 def test_every_contract_parses_with_its_reasons():
     """Each file: grain, source, a reason per column, keys among its columns; named after its table
-    (``schema.name``), or for a shape several assets write (the EHR databases) after their group and table."""
+    (``schema.name``), or for a shape sibling side assets write after their group and table (the EHR databases:
+    ``ehr_db.patients``; one schema's side tables: ``splits.rejected`` for splits.silver_rejected and
+    splits.gold_rejected, ``splits.images`` for splits.silver and splits.gold themselves)."""
     for contract in all_contracts():
         assert contract.grain and contract.source, contract.name
         assert all(c.why for c in contract.columns), contract.name
@@ -107,8 +109,16 @@ def test_every_contract_parses_with_its_reasons():
         else:
             groups = {a.split("/")[0] for a, _ in contract.tables}
             names = {t.split(".")[1] for t in tables}
-            assert len(groups) == 1 and len(names) == 1, contract.name
-            assert contract.name == f"{groups.pop()}.{names.pop()}"
+            assert len(groups) == 1, contract.name
+            group = groups.pop()
+            if len(names) == 1:  # the same table in each side's schema: ehr_silver.patients, ehr_gold.patients
+                assert contract.name == f"{group}.{names.pop()}"
+            else:  # one schema, each side's table named after its asset: splits.silver, splits.silver_rejected
+                shapes = {t.split(".")[1].removeprefix(a.split("/")[1]).lstrip("_") for a, t in contract.tables}
+                assert len(shapes) == 1, contract.name
+                shape = shapes.pop()
+                assert contract.name == f"{group}.{shape}" if shape else contract.name.startswith(f"{group}."), \
+                    contract.name
 
 
 def test_polars_schema_and_ddl_follow_the_column_order():
@@ -135,19 +145,19 @@ def test_malformed_contracts_are_named(tmp_path):
 def _splits_tables(con) -> None:
     """Small splits.* tables that keep their contracts."""
     con.execute("CREATE SCHEMA splits")
-    con.execute("""CREATE TABLE splits.images AS SELECT * FROM (VALUES
+    con.execute("""CREATE TABLE splits.silver AS SELECT * FROM (VALUES
         ('a', 10000001::BIGINT, 50000001::BIGINT, 'train', 'PA', 'F', 'p10/a.jpg', 0.5::DOUBLE, 0.3::DOUBLE, TRUE),
-        ('b', 10000002::BIGINT, 50000002::BIGINT, 'test', 'AP', NULL, 'p10/b.jpg', NULL, 0.3, FALSE))
+        ('b', 10000002::BIGINT, 50000002::BIGINT, 'valid', 'AP', NULL, 'p10/b.jpg', NULL, 0.3, FALSE))
         t(image_id, subject_id, study_id, split, view_position, gender, image_path, ctr, mtr, abnormal)""")
-    con.execute("""CREATE TABLE splits.images_rejected AS SELECT * FROM (VALUES
+    con.execute("""CREATE TABLE splits.silver_rejected AS SELECT * FROM (VALUES
         ('c', 10000003::BIGINT, 50000003::BIGINT, 'silver', 'no_labels'))
         t(image_id, subject_id, study_id, cohort, reason)""")
-    con.execute("""CREATE TABLE splits.ratio_gaps AS SELECT * FROM (VALUES
-        ('b', 'test', 'ctr', 'no_boxes', 'zero_width')) t(image_id, split, ratio, silver_reason, gold_reason)""")
+    con.execute("""CREATE TABLE splits.silver_ratio_gaps AS SELECT * FROM (VALUES
+        ('b', 'valid', 'ctr', 'no_boxes', NULL::VARCHAR)) t(image_id, split, ratio, silver_reason, gold_reason)""")
 
 
 def test_generated_structure_check_names_table_column_and_rule(tmp_path):
-    """The generated ``contract`` check of splits/images passes on tables as contracted, and fails on a wrong
+    """The generated ``contract`` check of splits/silver passes on tables as contracted, and fails on a wrong
     type, a duplicate key and a null in a non-nullable column, each named with its table, column and rule."""
     import duckdb
 
@@ -155,7 +165,7 @@ def test_generated_structure_check_names_table_column_and_rule(tmp_path):
     from ehrxqa_pipeline.config import Settings
     from resources import PipelineConfig, Warehouse
 
-    check = next(c for c in STRUCTURE_CHECKS if c.check_key.asset_key.to_user_string() == "splits/images")
+    check = next(c for c in STRUCTURE_CHECKS if c.check_key.asset_key.to_user_string() == "splits/silver")
     warehouse = Warehouse(config=PipelineConfig(home=str(tmp_path / "home"), source_root=str(tmp_path)))
     path = Settings.resolve(str(tmp_path / "home"), str(tmp_path)).warehouse
     path.parent.mkdir(parents=True)
@@ -163,18 +173,18 @@ def test_generated_structure_check_names_table_column_and_rule(tmp_path):
         _splits_tables(con)
     result = check(warehouse=warehouse)
     assert result.passed, result.description
-    assert result.description == ("3 tables as contracted: splits.images, splits.images_rejected, "
-                                  "splits.ratio_gaps")
+    assert result.description == ("3 tables as contracted: splits.silver, splits.silver_ratio_gaps, "
+                                  "splits.silver_rejected")
     with duckdb.connect(str(path)) as con:
-        con.execute("INSERT INTO splits.images SELECT * FROM splits.images WHERE image_id = 'a'")  # duplicate key
-        con.execute("UPDATE splits.images_rejected SET subject_id = NULL")  # null in a non-nullable column
-        con.execute("ALTER TABLE splits.ratio_gaps ALTER split TYPE INTEGER USING 1")  # wrong type
+        con.execute("INSERT INTO splits.silver SELECT * FROM splits.silver WHERE image_id = 'a'")  # duplicate key
+        con.execute("UPDATE splits.silver_rejected SET subject_id = NULL")  # null in a non-nullable column
+        con.execute("ALTER TABLE splits.silver_ratio_gaps ALTER split TYPE INTEGER USING 1")  # wrong type
     result = check(warehouse=warehouse)
     assert not result.passed
     assert result.metadata["problems"].value == [
-        "splits.images.(image_id): 1 duplicate rows (rule: primary_key)",
-        "splits.images_rejected.subject_id: 1 of 1 rows break it (rule: nullable: false)",
-        "splits.ratio_gaps.split: INTEGER, the contract says VARCHAR (rule: type)"]
+        "splits.silver.(image_id): 1 duplicate rows (rule: primary_key)",
+        "splits.silver_ratio_gaps.split: INTEGER, the contract says VARCHAR (rule: type)",
+        "splits.silver_rejected.subject_id: 1 of 1 rows break it (rule: nullable: false)"]
 
 
 def test_structure_check_columns_order_values():
@@ -238,8 +248,8 @@ def test_every_asset_writing_a_table_has_a_contract():
                 if re.fullmatch(r"[a-z_]+\.[a-z_]+", source):
                     assert writers.get(source) in upstream, (c.name, source)
     # the main table's schema, with each column's reason, is on the asset's definition
-    meta = graph.get(keys["splits/images"]).metadata
-    assert meta["dagster/table_name"] == "splits.images"
+    meta = graph.get(keys["splits/gold"]).metadata
+    assert meta["dagster/table_name"] == "splits.gold"
     column = meta["dagster/column_schema"].columns[3]
     assert (column.name, column.type, column.constraints.nullable) == ("split", "VARCHAR", False)
     assert column.description == load_contract("splits.images").column("split").why

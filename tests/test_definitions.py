@@ -122,8 +122,8 @@ def test_every_stage_present_and_automated():
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.materializable_asset_keys}
     assert {"cxr_cohort/image_rules", "cxr_cohort/image_integrity", "cxr_cohort/silver", "cxr_cohort/gold",
-            "cxr_labels/ontology", "cxr_labels/silver", "cxr_labels/gold", "splits/images",
-            "mimic_cxr_vqa/questions", "mimic_cxr_vqa/statistics", "release/mimic_cxr_vqa"} <= keys
+            "cxr_labels/ontology", "cxr_labels/silver", "cxr_labels/gold", "splits/silver", "splits/gold",
+            "mimic_cxr_vqa/silver", "mimic_cxr_vqa/gold", "mimic_cxr_vqa/statistics", "release/mimic_cxr_vqa"} <= keys
     for key in graph.materializable_asset_keys:
         assert graph.get(key).automation_condition is not None, key
     integrity = graph.get(dg.AssetKey(["cxr_cohort", "image_integrity"]))
@@ -163,8 +163,8 @@ def test_weekly_schedule_targets_every_asset_in_utc():
 
 
 @pytest.mark.parametrize("name, must", [
-    ("mimic_cxr_vqa", {"mimic_cxr_vqa/questions", "release/mimic_cxr_vqa"}),
-    ("ehrxqa", {"ehr_db/silver", "ehr_db/gold", "ehrxqa/questions", "release/ehrxqa"}),
+    ("mimic_cxr_vqa", {"mimic_cxr_vqa/silver", "mimic_cxr_vqa/gold", "release/mimic_cxr_vqa"}),
+    ("ehrxqa", {"ehr_db/silver", "ehr_db/gold", "ehrxqa/silver", "ehrxqa/gold", "release/ehrxqa"}),
     ("paraphrase_review", {"paraphrase/pools", "release/mimic_cxr_vqa", "release/ehrxqa"}),
     ("release", {"release/manifest", "release/datasheet"}),
 ])
@@ -216,7 +216,7 @@ def test_sensor_runs_every_check_of_what_it_materializes():
 
 
 def test_a_check_with_its_asset_only_waits_for_its_asset():
-    """release/ehrxqa:resolved_studies reads ehrxqa.questions too (an additional dep, upstream of its asset): with
+    """release/ehrxqa:resolved_studies reads ehrxqa.silver and ehrxqa.gold too (an additional dep, upstream of its asset): with
     ``with_its_asset_only`` it is not requested when only that dep is, which would check the new questions against
     the previous release files."""
     from assets.automation import WITH_ITS_ASSET, with_its_asset_only

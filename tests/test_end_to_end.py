@@ -13,7 +13,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from assets.ehrxqa import QUESTIONS_KEY, neuralsql_consistency, questions, sampling_run_config
+from assets.ehrxqa import CONSISTENCY_CHECKS, QUESTION_ASSETS, QUESTION_KEYS, sampling_run_config
+from ehrxqa_pipeline.cxr.splits import split_images_sql
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.config import Settings
 from ehrxqa_pipeline.questions.neuralsql import normalise_rows, postprocess_query
@@ -88,8 +89,8 @@ def test_build_succeeds_with_every_check(built):
     assert summary.success, summary.failures
     failed = [c for c in summary.checks if not c[2]]
     assert not failed, failed
-    assert {"cxr_cohort/silver", "cxr_labels/silver", "splits/images", "mimic_cxr_vqa/questions",
-            "release/mimic_cxr_vqa"} <= set(summary.materialized)
+    assert {"cxr_cohort/silver", "cxr_labels/silver", "splits/silver", "splits/gold", "mimic_cxr_vqa/silver",
+            "mimic_cxr_vqa/gold", "release/mimic_cxr_vqa"} <= set(summary.materialized)
 
 
 def test_funnels_equal_planted_counts(built):
@@ -132,11 +133,11 @@ def test_release_answers_rederived_from_label_table(built):
     positives: dict[str, set] = {}
     for table, splits in (("silver", "('train', 'valid')"), ("gold", "('test')")):
         for image, obj, attr in con.execute(
-                f"SELECT l.image_id, l.object, l.attribute FROM cxr_labels.{table} l JOIN splits.images i "
+                f"SELECT l.image_id, l.object, l.attribute FROM cxr_labels.{table} l JOIN splits.{table} i "
                 f"USING (image_id) WHERE i.split IN {splits}").fetchall():
             positives.setdefault(image, set()).add((obj, attr))
     images = {r[0]: dict(zip(("view_position", "gender", "ctr", "mtr"), r[1:])) for r in con.execute(
-        "SELECT image_id, view_position, gender, ctr, mtr FROM splits.images").fetchall()}
+        f"SELECT image_id, view_position, gender, ctr, mtr FROM ({split_images_sql()})").fetchall()}
     vocabulary = set(json.loads((settings.release_dir / "mimic-cxr-vqa" / "answer_vocabulary.json").read_text()))
     total = 0
     for split in ("train", "valid", "test"):
@@ -214,8 +215,10 @@ EHRXQA_FIELDS = ("db_id", "split", "id", "question", "template", "query", "value
 
 def test_ehrxqa_release_files_checked_and_counted(built):
     settings, instance, _, summary = built
-    assert {"ehrxqa/catalog", "ehrxqa/questions", "ehrxqa/statistics", "release/ehrxqa"} <= set(summary.materialized)
-    assert ("ehrxqa/questions", "neuralsql_consistency", True) in {c[:3] for c in summary.checks}
+    assert {"ehrxqa/catalog", "ehrxqa/silver", "ehrxqa/gold", "ehrxqa/statistics", "release/ehrxqa"} <= \
+        set(summary.materialized)
+    assert {(f"ehrxqa/{which}", "neuralsql_consistency", True) for which in ("silver", "gold")} <= \
+        {c[:3] for c in summary.checks}
     assert ("release/ehrxqa", "resolved_studies", True) in {c[:3] for c in summary.checks}
     assert ("release/ehrxqa", "neuralsql_shapes", True) in {c[:3] for c in summary.checks}
     assert ("release/manifest", "consistent", True) in {c[:3] for c in summary.checks}
@@ -254,9 +257,10 @@ def test_ehrxqa_release_files_checked_and_counted(built):
     assert {r["q_tag"] for recs in records.values() for r in recs} <= published
     counts, refused = shape_counts(records)
     assert not refused and set(counts) == {"table", "P1", "P2", "P3", "P4"}, (counts, refused[:3])
-    meta = _metadata(instance, "ehrxqa", "questions")
-    assert meta["dagster/row_count"].value == sum(len(v) for v in records.values())
-    assert meta["questions_per_split"].value == {s: len(v) for s, v in records.items()}
+    meta = {which: _metadata(instance, "ehrxqa", which) for which in ("silver", "gold")}
+    assert sum(m["dagster/row_count"].value for m in meta.values()) == sum(len(v) for v in records.values())
+    assert {**meta["silver"]["questions_per_split"].value, **meta["gold"]["questions_per_split"].value} == \
+        {s: len(v) for s, v in records.items()}
 
 
 def test_released_table_queries_give_the_released_answers_as_documented(built):
@@ -283,22 +287,24 @@ def test_ehrxqa_check_fails_on_a_tampered_answer(built):
     gc.collect()  # read-only connections of earlier tests must be gone before a read-write one opens
     con = duckdb.connect(str(settings.warehouse))
     split, id_, answer, question = con.execute(
-        "SELECT split, id, answer, question FROM ehrxqa.questions WHERE answer IN ('[0]', '[1]') "
+        "SELECT split, id, answer, question FROM ehrxqa.silver WHERE answer IN ('[0]', '[1]') "
         "ORDER BY split, id LIMIT 1").fetchone()
     flipped = "[1]" if answer == "[0]" else "[0]"
-    con.execute("UPDATE ehrxqa.questions SET answer = ? WHERE split = ? AND id = ?", [flipped, split, id_])
+    con.execute("UPDATE ehrxqa.silver SET answer = ? WHERE split = ? AND id = ?", [flipped, split, id_])
     con.close()
     try:
-        result = dg.materialize([questions, neuralsql_consistency], instance=instance, resources=default_resources(),
-                                selection=dg.AssetSelection.checks_for_assets(QUESTIONS_KEY), raise_on_error=False)
+        silver, check = QUESTION_ASSETS[0], CONSISTENCY_CHECKS[0]
+        result = dg.materialize([silver, check], instance=instance, resources=default_resources(),
+                                selection=dg.AssetSelection.checks_for_assets(QUESTION_KEYS["silver"]),
+                                raise_on_error=False)
         (evaluation,) = result.get_asset_check_evaluations()
         assert evaluation.check_name == "neuralsql_consistency" and evaluation.passed is False
         assert evaluation.metadata["mismatches"].value == 1
         assert evaluation.metadata["first_mismatches"].value[0]["question"] == question
-        assert next(iter(neuralsql_consistency.check_specs)).blocking
+        assert next(iter(check.check_specs)).blocking
     finally:
         con = duckdb.connect(str(settings.warehouse))
-        con.execute("UPDATE ehrxqa.questions SET answer = ? WHERE split = ? AND id = ?", [answer, split, id_])
+        con.execute("UPDATE ehrxqa.silver SET answer = ? WHERE split = ? AND id = ?", [answer, split, id_])
         con.close()
 
 
@@ -320,5 +326,5 @@ def test_vqa_scores_for_every_module(built):
     assert board.startswith("| module |") and "| reference |" in board
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         images = con.execute("SELECT count(DISTINCT image_id) FROM vqa_scoring.predicted_images").fetchone()[0]
-        test = con.execute("SELECT count(*) FROM splits.images WHERE split = 'test'").fetchone()[0]
+        test = con.execute("SELECT count(*) FROM splits.gold WHERE split = 'test'").fetchone()[0]
     assert images >= test > 0

@@ -63,7 +63,7 @@ def test_the_catalog_is_the_data_contracts():
     tables, assets = catalog(), {"ingest/patients", "demo/a"}
     assert table_assets("ingest.patients", tables, assets) == ("ingest/patients",)
     assert table_assets("ingest.patients_rejected", tables, assets) == ("ingest/patients",)
-    assert table_assets("splits.ratio_gaps", tables, assets) == ("splits/images",)
+    assert table_assets("splits.gold_ratio_gaps", tables, assets) == ("splits/gold",)
     assert table_assets("cxr_labels.silver_pairs", tables, assets) == ("cxr_labels/silver",)
     assert table_assets("cxr_labels.ontology_object_closure", tables, assets) == ("cxr_labels/ontology",)
     assert table_assets("ehr_gold.patients", tables, assets) == ("ehr_db/gold",)
@@ -218,23 +218,27 @@ def test_a_planted_undeclared_read_fails_the_check_and_declaring_it_passes(tmp_p
 def test_the_reference_model_and_the_predictions_declare_what_their_workspace_reads(tmp_path):
     """vqa.workspace.snapshot, what vqa_scoring/reference_model and /predictions read of the warehouse (the full
     build of tests/test_pipeline.py has no JPEGs, so neither reads there), reads only their declared deps."""
-    from ehrxqa_pipeline.vqa.workspace import snapshot
+    from assets.vqa_scoring import predict_workspace, train_workspace
 
     con = duckdb.connect()
-    for ddl in ("CREATE SCHEMA splits", "CREATE SCHEMA cxr_labels", "CREATE SCHEMA ingest",
-                "CREATE TABLE splits.images AS SELECT 'i1' AS image_id, 'p10/p100/s1/i1.jpg' AS image_path",
+    image = "'i1' AS image_id, 10000001 AS subject_id, 50000001 AS study_id, 'PA' AS view_position"
+    for ddl in ("CREATE SCHEMA splits", "CREATE SCHEMA cxr_labels", "CREATE SCHEMA cxr_cohort", "CREATE SCHEMA ingest",
+                f"CREATE TABLE splits.silver AS SELECT {image}, 'train' AS split, 'F' AS gender, 'p10/p100/s1/i1.jpg' AS image_path",
+                "CREATE TABLE splits.gold AS SELECT * FROM splits.silver WHERE false",
+                f"CREATE TABLE cxr_cohort.gold AS SELECT {image}",
                 "CREATE TABLE cxr_labels.pairs AS SELECT 'o' AS object, 'a' AS attribute",
                 "CREATE TABLE cxr_labels.silver AS SELECT 'i1' AS image_id, 'o' AS object, 'a' AS attribute",
-                "CREATE TABLE cxr_labels.gold AS SELECT * FROM cxr_labels.silver",
                 "CREATE TABLE ingest.silver_bbox AS SELECT 'i1_o' AS object_id, 'o' AS bbox_name"):
         con.execute(ddl)
-    for asset in ("vqa_scoring/reference_model", "vqa_scoring/predictions"):
+    reads = {"vqa_scoring/reference_model": {"splits.silver", "cxr_labels.pairs", "cxr_labels.silver"},
+             "vqa_scoring/predictions": {"splits.silver", "splits.gold", "cxr_cohort.gold", "cxr_labels.pairs"}}
+    for asset, copy in (("vqa_scoring/reference_model", lambda c: train_workspace(c)),
+                        ("vqa_scoring/predictions", lambda c: predict_workspace(c, "p10"))):
         log = tmp_path / f"{asset.replace('/', '_')}.jsonl"
         step = {"run": "r", "step": asset, "partition": None, "assets": [asset], "checks": []}
-        work = snapshot(RecordingConnection(con, StatementLog(log, step)), top_folder="p10")
+        work = copy(RecordingConnection(con, StatementLog(log, step)))
         assert work.execute("SELECT count(*) FROM ingest.silver_bbox").fetchone() == (1,)
         records = read_log(log)
         assert {t for r in records if r["kind"] == "sql" for t in parse_statement(r["text"]).reads} == {
-            "splits.images", "cxr_labels.pairs", "cxr_labels.silver", "cxr_labels.gold", "ingest.silver_bbox",
-            "_snapshot_ids"}
+            *reads[asset], "ingest.silver_bbox", "_snapshot_ids"}
         assert undeclared_reads(records, declared_reads(TEST_DEFS)) == [], asset

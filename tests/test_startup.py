@@ -67,7 +67,7 @@ def test_a_missing_source_root_is_one_line(tmp_path, monkeypatch, capsys):
 
 
 BAD_CONFIG = [
-    ("ops:\n  ehrxqa__questions:\n    config: {train_valid_capp: 2}\n", "train_valid_capp"),
+    ("ops:\n  ehrxqa__silver:\n    config: {train_valid_capp: 2}\n", "train_valid_capp"),
     ("ops:\n  no_such_op:\n    config: {}\n", "no_such_op"),
     ("ops: [\n", "while parsing"),
     (None, "No such file or directory"),

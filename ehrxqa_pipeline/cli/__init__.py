@@ -149,11 +149,11 @@ def _run_config(path: str) -> dict:
         unknown = sorted(set(ops) - {node.name for node in job.graph.nodes}) if isinstance(ops, dict) else []
         if unknown:  # the asset job's config schema lets unknown ops through
             raise ValueError(f"no asset or check is named {', '.join(unknown)} (an op is named after its asset "
-                             "key, ehrxqa/questions -> ehrxqa__questions)")
+                             "key, ehrxqa/silver -> ehrxqa__silver)")
         dg.validate_run_config(job, config or {})
     except (ValueError, dg.DagsterInvalidConfigError) as err:
         problems = "; ".join(e.message for e in getattr(err, "errors", ())) or str(err)
-        print(f"error: --config {path} is not valid run config: {problems} (e.g. ops: {{ehrxqa__questions: "
+        print(f"error: --config {path} is not valid run config: {problems} (e.g. ops: {{ehrxqa__silver: "
               "{config: {train_valid_cap: 8, test_cap: 2}}})", file=sys.stderr)
         raise SystemExit(2) from None
     return config or {}
@@ -250,7 +250,7 @@ def parser() -> argparse.ArgumentParser:
                    "until nothing is due; with nothing changed it runs nothing")
     b.add_argument("--config", default=None, metavar="FILE", help="run config (YAML, as in the UI's launchpad) "
                    "of the configurable assets, e.g. EHRXQA sampling caps or the unanswerable opt-in: "
-                   "'ops: {ehrxqa__questions: {config: {train_valid_cap: 8, unanswerable: 100}}}'")
+                   "'ops: {ehrxqa__silver: {config: {train_valid_cap: 8, unanswerable: 100}}}'")
     b.set_defaults(func=cmd_build)
 
     u = sub.add_parser("dev", help="open the Dagster UI on the persistent instance")

@@ -102,7 +102,7 @@ def _stages(defs: dg.Definitions, targets: list[dg.AssetKey]) -> list[list[dg.As
 
 def _stage_config(base: dict, op_config: dict, stage: list[dg.AssetKey]) -> dict:
     """Run config of one stage: ``base`` plus the op config of the stage's assets (a run rejects config
-    for ops it does not contain). An asset's op is named after its key: ehrxqa/questions -> ehrxqa__questions."""
+    for ops it does not contain). An asset's op is named after its key: ehrxqa/silver -> ehrxqa__silver."""
     ops = {k.to_python_identifier() for k in stage}
     mine = {name: cfg for name, cfg in op_config.items() if name in ops}
     return {**base, "ops": mine} if mine else base

@@ -44,8 +44,9 @@ def build_images(con: duckdb.DuckDBPyConnection, schema: str = "cxr_cohort") -> 
 
 
 def split_images(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
-    """Per split, the images the release uses: ``splits.images`` by split, plus every gold-cohort image in
-    test (the EHRXQA test database samples its patients' studies from the gold cohort)."""
+    """Per split, the images the release uses: the split's rows of its side's table (``splits.silver`` for
+    train and valid, ``splits.gold`` for test), plus every gold-cohort image in test (the EHRXQA test database
+    samples its patients' studies from the gold cohort)."""
     relpath = image_relpath_sql(image="image_id")
     out = {}
     for split in SPLITS:
@@ -53,7 +54,7 @@ def split_images(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
                 f"FROM cxr_cohort.gold" if split == "test" else "")
         out[split] = con.execute(f"""
             SELECT image_id AS dicom_id, subject_id, study_id, {relpath} AS relpath
-            FROM splits.images WHERE split = ?{gold}
+            FROM splits.{"gold" if split == "test" else "silver"} WHERE split = ?{gold}
             ORDER BY relpath""", [split]).pl()
     return out
 

@@ -106,7 +106,7 @@ def build_database(con: duckdb.DuckDBPyConnection, which: str, config: DbConfig 
     for name in BUILD_ORDER:
         rows[name], rejected[name] = materialize(con, BY_NAME[name], _staged(name, ctx), stage, build,
                                                  T.ORDER[name])
-    rows["tb_cxr_plus"], _ = materialize(con, ANSWER_TABLE, tb_cxr_plus_sql(ctx), answers_stage, build,
+    rows["tb_cxr_plus"], _ = materialize(con, ANSWER_TABLE, tb_cxr_plus_sql(ctx, which), answers_stage, build,
                                          T.ORDER["tb_cxr_plus"])
 
     # patients_rejected holds the candidates set aside before the draw (not_in_mimiciv, no_eligible_admission);

@@ -1,6 +1,6 @@
 """Image set, admission rules, eligible patients and the patient draw of one database.
 
-Image sets (reference 5.1): the silver database uses the MIMIC-CXR-VQA *valid* split (``splits.images``),
+Image sets (reference 5.1): the silver database uses the MIMIC-CXR-VQA *valid* split (``splits.silver``),
 the gold database every study of the gold cohort (``cxr_cohort.gold``: StudyOrder <= 20, the gold image at
 StudyOrder 1). Study times are truncated to whole seconds.
 
@@ -49,7 +49,7 @@ def image_set_sql(which: str) -> str:
         return """
             SELECT i.subject_id, i.study_id, i.image_id, i.view_position AS viewposition,
                    date_trunc('second', c.study_datetime) AS study_datetime, c.study_order AS studyorder
-            FROM splits.images i JOIN cxr_cohort.silver c USING (image_id) WHERE i.split = 'valid'"""
+            FROM splits.silver i JOIN cxr_cohort.silver c USING (image_id) WHERE i.split = 'valid'"""
     return """
         SELECT subject_id, study_id, image_id, view_position AS viewposition,
                date_trunc('second', study_datetime) AS study_datetime, study_order AS studyorder

@@ -16,7 +16,8 @@ TB_CXR_PLUS (dense as published: one row per TB_CXR image x possible (object, at
 0/1): silver database -> the silver labels (``cxr_labels.silver``); gold database -> the gold labels for
 the gold first-study images and, for the later studies of gold patients, silver labels refined from the
 RAW silver relations with ``cxr.labels.refine_labels`` (never re-processing processed rows, defect 5).
-ct_ratio / mt_ratio: ``splits.images`` where the image is there (gold boxes for gold images), otherwise
+ct_ratio / mt_ratio: the database's split table (``splits.silver`` / ``splits.gold``, gold boxes for gold
+images) where the image is there, otherwise
 the silver boxes through ``cxr.ratios.ratios_sql``; studyorder = the cohort's StudyOrder.
 """
 
@@ -119,7 +120,7 @@ def tb_cxr_sql(c: Ctx) -> str:
     LEFT JOIN {c.build}._label_images li ON li.image_id = i.image_id"""
 
 
-def tb_cxr_plus_sql(c: Ctx) -> str:
+def tb_cxr_plus_sql(c: Ctx, which: str) -> str:
     boxes = (f"{SILVER_BOXES_SQL} WHERE split_part(object_id, '_', 1) IN "
              f"(SELECT image_id FROM {c.schema}.tb_cxr)")
     return f"""
@@ -133,5 +134,5 @@ def tb_cxr_plus_sql(c: Ctx) -> str:
     CROSS JOIN {c.build}._pairs p
     LEFT JOIN {c.build}._label_pos pos
            ON pos.image_id = t.image_id AND pos.object = p.object AND pos.attribute = p.attribute
-    LEFT JOIN splits.images s ON s.image_id = t.image_id
+    LEFT JOIN splits.{which} s ON s.image_id = t.image_id
     LEFT JOIN silver_ratios r ON r.image_id = t.image_id"""

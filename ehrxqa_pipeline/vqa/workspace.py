@@ -5,8 +5,13 @@ lock that long would stall every other step. ``snapshot`` copies what the model 
 DuckDB under the same table names, so ``vqa.train`` / ``vqa.infer`` run on it and the warehouse is held
 for seconds:
 
-- ``splits.images`` (plus ``extra`` images, split ``'ehrxqa'``), ``cxr_labels.pairs``, ``cxr_labels.silver``,
-  ``cxr_labels.gold``, and the ``ingest.silver_bbox`` rows of those images only.
+- ``splits.images``: the split tables of the sides asked for (``splits.silver``: train and valid,
+  ``splits.gold``: test), plus ``extra`` images with split ``'ehrxqa'``;
+- ``cxr_labels.pairs``, the labels asked for (``cxr_labels.silver`` to train), and the ``ingest.silver_bbox``
+  rows of those images only.
+
+Training snapshots the silver side and its labels only, inference the images only (no labels): a gold label
+edit retrains and re-predicts nothing (issue 23).
 
 ``database_images`` lists the images of an exported EHRXQA database (TB_CXR; with gender from PATIENTS and
 the MIMIC-CXR-JPG path), because the gold database also holds the later studies of gold patients, which no
@@ -23,7 +28,7 @@ import polars as pl
 
 from ehrxqa_pipeline.sources.schema import image_relpath_sql
 
-COPIED = ("splits.images", "cxr_labels.pairs", "cxr_labels.silver", "cxr_labels.gold")
+SIDES = ("silver", "gold")
 EXTRA_SPLIT = "ehrxqa"
 IMAGE_COLUMNS = {"image_id": pl.String, "subject_id": pl.Int64, "study_id": pl.Int64, "view_position": pl.String,
                  "gender": pl.String}
@@ -53,13 +58,29 @@ def _copy(src: duckdb.DuckDBPyConnection, dst: duckdb.DuckDBPyConnection, table:
     dst.unregister("_copy")
 
 
-def snapshot(con: duckdb.DuckDBPyConnection, extra: pl.DataFrame | None = None,
-             top_folder: str | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB holding ``COPIED`` and the boxes of its images; ``extra`` (``database_images``
-    rows) joins ``splits.images`` with split 'ehrxqa' where the image is not already there. ``top_folder``
-    (pNN): copy only the boxes of that folder's images (one inference partition)."""
+def copied_tables(sides=SIDES, labels=()) -> list[str]:
+    """The warehouse tables ``snapshot`` reads (besides ``ingest.silver_bbox``)."""
+    return [*(f"splits.{side}" for side in sides), "cxr_labels.pairs", *(f"cxr_labels.{x}" for x in labels)]
+
+
+def snapshot(con: duckdb.DuckDBPyConnection, extra: pl.DataFrame | None = None, top_folder: str | None = None,
+             *, sides=SIDES, labels=()) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB holding ``splits.images`` (the split tables of ``sides``, in that order),
+    ``cxr_labels.pairs``, ``cxr_labels.<x>`` for each of ``labels`` and the boxes of its images; ``extra``
+    (image_id, subject_id, study_id, view_position, gender) joins ``splits.images`` with split 'ehrxqa' where
+    the image is not already there. ``top_folder`` (pNN): copy only the boxes of that folder's images (one
+    inference partition)."""
     mem = duckdb.connect()
-    for table in COPIED:
+    for side in sides:
+        frame = con.execute(f"SELECT * FROM splits.{side}").pl()
+        mem.execute("CREATE SCHEMA IF NOT EXISTS splits")
+        mem.register("_copy", frame)
+        if side == sides[0]:
+            mem.execute("CREATE TABLE splits.images AS SELECT * FROM _copy")
+        else:
+            mem.execute("INSERT INTO splits.images BY NAME SELECT * FROM _copy")
+        mem.unregister("_copy")
+    for table in copied_tables((), labels):
         _copy(con, mem, table, f"SELECT * FROM {table}")
     if extra is not None and extra.height:
         mem.register("_extra", extra)

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from ehrxqa_pipeline.cxr.splits import split_images_sql
 from ehrxqa_pipeline.release.tables import rejected_counts
 from ehrxqa_pipeline.sources.schema import DEMO_MANIFEST
 
@@ -52,8 +53,8 @@ def test_splits_keep_withheld_patients_without_gender(built, withheld):
     """MIMIC-CXR-VQA needs no EHR data: the withheld patients' images stay in the splits with a null gender
     (no gender question is asked about them); every other image has its patient's gender."""
     con, _ = built
-    per_side = dict(con.execute(f"""SELECT split = 'test', count(DISTINCT subject_id) FROM splits.images
+    per_side = dict(con.execute(f"""SELECT split = 'test', count(DISTINCT subject_id) FROM ({split_images_sql()})
                                     WHERE {MISSING} GROUP BY 1""").fetchall())
     assert per_side == {False: withheld["patients"]["silver"], True: withheld["patients"]["gold"]}
     assert con.execute(f"SELECT count(*) FILTER (gender IS NULL), count(*) FILTER ({MISSING}) "
-                       "FROM splits.images").fetchone() == (16, 16)
+                       f"FROM ({split_images_sql()})").fetchone() == (16, 16)

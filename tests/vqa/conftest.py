@@ -2,7 +2,8 @@
 
 ``vqa_warehouse`` is generated once per session (per xdist worker): 60 CXR patients (~160 frontal images),
 ingested, cohorts, labels and splits built by the library steps (``tests.pipeline_steps``), plus the label
-pool ``cxr_labels.pairs`` (what the ontology asset writes). 45% of the non-gold patients go to valid; half
+pool ``cxr_labels.pairs`` (what the ontology asset writes) and ``splits.images``, both sides' splits as the
+model's workspace holds them (``vqa.workspace.snapshot``). 45% of the non-gold patients go to valid; half
 of those are then moved to test, so the held-out checks (silver labels of those test images,
 ``VqaWarehouse.holdout``) use images the model neither trained on nor was selected on.
 ``vqa_trained`` is one small training run shared by the tests.
@@ -49,6 +50,7 @@ def tiny_config(**overrides):
 @pytest.fixture(scope="session")
 def vqa_warehouse(tmp_path_factory) -> VqaWarehouse:
     from ehrxqa_pipeline.demo.generate import generate_source
+    from ehrxqa_pipeline.cxr.splits import split_images_sql
     from tests.pipeline_steps import build_through_splits
 
     out = tmp_path_factory.mktemp("vqa")
@@ -60,6 +62,8 @@ def vqa_warehouse(tmp_path_factory) -> VqaWarehouse:
         onto = build_through_splits(con, source, out / "stage", valid_fraction=VALID_FRACTION)
         con.register("_pairs", onto.pairs)
         con.execute("CREATE OR REPLACE TABLE cxr_labels.pairs AS SELECT * FROM _pairs")
+        # the reference model's workspace layout (vqa.workspace.snapshot): both sides' splits in splits.images
+        con.execute(f"CREATE TABLE splits.images AS {split_images_sql()}")
         con.execute("UPDATE splits.images SET split = 'test' WHERE split = 'valid' AND hash(subject_id) % 2 = 0")
     finally:
         con.close()

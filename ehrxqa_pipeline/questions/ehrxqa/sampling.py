@@ -19,7 +19,8 @@ The train / valid split shuffles a template's kept silver items with ``generator
 and puts ``floor(n * valid / (train + valid) + 1/2)`` of them in valid; both keep draw order. Same databases,
 seed and caps give the same items in the same order, whatever the number of worker processes.
 
-Entry point: ``sample_ehrxqa(silver, gold, seed, caps, templates, workers)`` -> ``Sample`` (items as plain
+Entry points: ``sample_database(files, database, seed, caps, templates, workers)`` -> ``Sample`` of one database
+(what ehrxqa/silver and ehrxqa/gold each run), ``sample_ehrxqa(silver, gold, ...)`` of both (items as plain
 data in release order, one ``TemplateReport`` per template and database); ``sample_templates`` for one database.
 
 ``open_database(db, answer_sheet)`` opens an exported database read-only with its answer sheet attached. A sheet
@@ -272,12 +273,16 @@ def split_train_valid(n: int, rng: np.random.Generator, caps: SamplingCaps) -> l
     return ["valid" if i in chosen else "train" for i in range(n)]
 
 
-def _distribute(per_split: dict[str, list[SampledItem]], silver: list[SampledItem], gold: list[SampledItem],
-                rng: np.random.Generator, caps: SamplingCaps) -> None:
-    """Silver items to train / valid (7:1, draw order kept), gold items to test."""
-    for split, item in zip(split_train_valid(len(silver), rng, caps), silver):
-        per_split[split].append(replace(item, split=split))
-    per_split["test"] += [replace(item, split="test") for item in gold]
+def _distribute(database: str, items: list[SampledItem], rng: np.random.Generator,
+                caps: SamplingCaps) -> dict[str, list[SampledItem]]:
+    """One template's kept items of ``database`` by split: silver to train / valid (7:1, draw order kept),
+    gold to test."""
+    if database == "gold":
+        return {"test": [replace(item, split="test") for item in items]}
+    out: dict[str, list[SampledItem]] = {"train": [], "valid": []}
+    for split, item in zip(split_train_valid(len(items), rng, caps), items):
+        out[split].append(replace(item, split=split))
+    return out
 
 
 def _unanswerable(files: DatabaseFiles, database: str, seed: int, n: int) -> list[SampledItem]:
@@ -294,38 +299,56 @@ def _unanswerable(files: DatabaseFiles, database: str, seed: int, n: int) -> lis
     return out
 
 
-def sample_ehrxqa(silver: DatabaseFiles, gold: DatabaseFiles, seed: int, caps: SamplingCaps = SamplingCaps(),
-                  templates: Sequence = CATALOG, workers: int = 1, progress=None) -> Sample:
-    """Train / valid items from the silver database, test items from the gold one. ``workers`` > 1 samples
-    interleaved template chunks of both databases in that many processes; the result does not change.
-    ``progress(message)`` is called as each chunk of templates is done."""
+SPLITS_OF = {"silver": ("train", "valid"), "gold": ("test",)}
+
+
+def _check_templates(templates: Sequence) -> list[int]:
     index = sorted(t.index for t in templates)
     if len(set(index)) != len(index):
         raise ValueError("templates: two templates share an index")
     unknown = [i for i in index if i not in BY_INDEX]
     if unknown:
         raise ValueError(f"templates {unknown[:5]} are not in the catalog (BY_INDEX)")
+    return index
+
+
+def sample_database(files: DatabaseFiles, database: str, seed: int, caps: SamplingCaps = SamplingCaps(),
+                    templates: Sequence = CATALOG, workers: int = 1, progress=None) -> Sample:
+    """The items of one database (``DATABASES``): silver gives train and valid, gold gives test. Every
+    template and database draws from its own generators, so one database is sampled without the other and
+    gives the items ``sample_ehrxqa`` gives for it. ``workers`` > 1 samples template chunks in that many
+    processes; the result does not change. ``progress(message)`` is called as each chunk is done."""
+    if database not in DATABASES:
+        raise ValueError(f"database must be one of {DATABASES}, got {database!r}")
+    index = _check_templates(templates)
     chunks = max(1, workers) * CHUNKS_PER_WORKER
-    jobs = [(files, database, seed, caps, index[k::chunks]) for database, files in (("silver", silver),
-                                                                                     ("gold", gold))
-            for k in range(chunks) if index[k::chunks]]
-    items: dict[tuple[str, int], list[SampledItem]] = {}
-    reports: dict[tuple[str, int], TemplateReport] = {}
+    jobs = [(files, database, seed, caps, index[k::chunks]) for k in range(chunks) if index[k::chunks]]
+    items: dict[int, list[SampledItem]] = {}
+    reports: dict[int, TemplateReport] = {}
+
     def done(k: int, result) -> None:
         if progress is not None:
-            progress(f"{jobs[k][1]}: {len(jobs[k][4])} templates sampled, {sum(map(len, result[0].values()))} "
+            progress(f"{database}: {len(jobs[k][4])} templates sampled, {sum(map(len, result[0].values()))} "
                      f"items (chunk {k + 1} of {len(jobs)})")
 
-    for job, (got, reps) in zip(jobs, run_parallel(_sample_chunk, jobs, workers, done)):
-        database = job[1]
-        items.update({(database, i): v for i, v in got.items()})
-        reports.update({(database, r.template_index): r for r in reps})
-    per_split: dict[str, list[SampledItem]] = {s: [] for s in SPLITS}
+    for got, reps in run_parallel(_sample_chunk, jobs, workers, done):
+        items.update(got)
+        reports.update({r.template_index: r for r in reps})
+    per_split: dict[str, list[SampledItem]] = {s: [] for s in SPLITS_OF[database]}
     for i in index:
-        _distribute(per_split, items[("silver", i)], items[("gold", i)], generator(seed, f"ehrxqa.split.{i}"), caps)
+        for split, kept in _distribute(database, items[i], generator(seed, f"ehrxqa.split.{i}"), caps).items():
+            per_split[split] += kept
     if caps.unanswerable:
-        impossible = {d: _unanswerable(f, d, seed, caps.unanswerable) for d, f in (("silver", silver), ("gold", gold))}
-        _distribute(per_split, impossible["silver"], impossible["gold"],
-                    generator(seed, "ehrxqa.split.unanswerable"), caps)
-    return Sample([x for s in SPLITS for x in per_split[s]],
-                  [reports[(d, i)] for d in DATABASES for i in index])
+        for split, kept in _distribute(database, _unanswerable(files, database, seed, caps.unanswerable),
+                                       generator(seed, "ehrxqa.split.unanswerable"), caps).items():
+            per_split[split] += kept
+    return Sample([x for s in SPLITS_OF[database] for x in per_split[s]], [reports[i] for i in index])
+
+
+def sample_ehrxqa(silver: DatabaseFiles, gold: DatabaseFiles, seed: int, caps: SamplingCaps = SamplingCaps(),
+                  templates: Sequence = CATALOG, workers: int = 1, progress=None) -> Sample:
+    """Train / valid items from the silver database, test items from the gold one (``sample_database`` of
+    each, in release order)."""
+    parts = [sample_database(files, database, seed, caps, templates, workers, progress)
+             for database, files in (("silver", silver), ("gold", gold))]
+    return Sample([x for p in parts for x in p.items], [r for p in parts for r in p.reports])
