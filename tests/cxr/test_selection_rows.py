@@ -10,6 +10,8 @@ difference: 2.85 for n = 10 (kept), 3.02 for n = 11 (an outlier under the 3-sd r
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import duckdb
 import polars as pl
 import pytest
@@ -93,6 +95,15 @@ def test_gold_studies_are_the_distinct_patient_study_image_rows_without_dcm():
     selection.build_gold_studies(con)
     got = con.execute("SELECT * FROM cxr_cohort.gold_studies").fetchall()
     assert got == [(P1, 50000001, "g1"), (P2, 50000009, "g2")]  # one row per image, '.dcm' gone, sorted
+
+
+def test_cohort_and_rejected_rows_carry_the_image_facts():
+    con, _ = select([img("pa", P1, 50000001, "PA", day=2, time=93015.25), img("ll", P1, 50000001, "LL", day=2)])
+    # StudyDate 21500102 + StudyTime 093015.25 -> 2150-01-02 09:30:15.25; Rows x Columns as in the metadata
+    assert con.execute("SELECT * FROM cxr_cohort.silver").fetchall() == [
+        (P1, 50000001, "pa", "PA", datetime(2150, 1, 2, 9, 30, 15, 250000), 1, 3000, 2500)]
+    assert con.execute("SELECT * FROM cxr_cohort.silver_rejected").fetchall() == [
+        ("ll", P1, 50000001, "LL", None, "frontal_view")]  # a lateral has no StudyOrder
 
 
 # --- rule 1: frontal_view --------------------------------------------------------------------------------
