@@ -70,9 +70,10 @@ def select(images, boxes=None, gold=(), integrity=None):
 
 
 def reasons(con, cohort: str) -> dict[str, str | None]:
-    """image -> drop reason in the cohort's rejected table, None for a kept image."""
+    """image -> drop reason in the cohort's rejected table, None for a kept image (each image once)."""
     rows = con.execute(f"SELECT image_id, NULL FROM cxr_cohort.{cohort} UNION ALL "
                        f"SELECT image_id, reason FROM cxr_cohort.{cohort}_rejected").fetchall()
+    assert len({r[0] for r in rows}) == len(rows), "an image both kept and refused, or refused twice"
     return dict(rows)
 
 
