@@ -32,11 +32,10 @@ def _same_rows(a: pl.DataFrame, b: pl.DataFrame) -> bool:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> tuple[Path, dict]:
-    from ehrxqa_pipeline.demo.generate import generate_source
-
-    root = tmp_path_factory.mktemp("sg") / "source"
-    return root, generate_source(root, seed=0, scale="demo", images=False, log=lambda _: None)
+def demo(small_source) -> tuple[Path, dict]:
+    """The session's small synthetic source (tests.conftest.SMALL: 40 CXR patients, 150 frontal images): every
+    planted Chest ImaGenome defect is there at least once. Only read here; the tests edit copies."""
+    return small_source
 
 
 @pytest.fixture(scope="module")
@@ -158,8 +157,10 @@ def test_cache_reuses_the_conversion(demo, tmp_path, monkeypatch):
 def test_zip_bytes_are_deterministic(demo, tmp_path):
     from ehrxqa_pipeline.demo.generate import generate_source
 
+    from tests.conftest import SMALL
+
     again = tmp_path / "again"
-    generate_source(again, seed=0, scale="demo", images=False, log=lambda _: None)
+    generate_source(again, images=False, log=lambda _: None, **SMALL)
     assert (again / ZIP_RELEASE_PATH).read_bytes() == (demo[0] / ZIP_RELEASE_PATH).read_bytes()
     with zipfile.ZipFile(again / ZIP_RELEASE_PATH) as zf:
         infos = zf.infolist()
