@@ -18,6 +18,7 @@ from resources import PipelineConfig, Warehouse
 
 ONTOLOGY_KEY = dg.AssetKey([names.CXR_LABELS, "ontology"])
 LABEL_KEYS = {"silver": dg.AssetKey([names.CXR_LABELS, "silver"]), "gold": dg.AssetKey([names.CXR_LABELS, "gold"])}
+GOLD_LATER_KEY = dg.AssetKey([names.CXR_LABELS, "gold_later"])
 PAPER_PAIRS = 563  # possible (object, attribute) pairs the paper reports for 36 objects x 68 attributes
 COMMON = dict(group_name=names.CXR_LABELS, automation_condition=ON_CHANGE, owners=["team:ehrxqa"],
               kinds={"duckdb"})
@@ -60,29 +61,29 @@ def ontology(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
                                       "summary": dg.MetadataValue.json(onto.summary()), **provenance})
 
 
-def _label_asset(cohort: str, cohort_key: dg.AssetKey, relations: str) -> dg.AssetsDefinition:
-    key, out = LABEL_KEYS[cohort], f"{names.CXR_LABELS}.{cohort}"
-    source = "RAW gold relations (never re-processed output)" if cohort == "gold" else "silver relations"
-    checks = [dg.AssetCheckSpec(name, asset=key, blocking=True, description=text) for name, text in (
+def _label_asset(name: str, cohort_key: dg.AssetKey, relations: str, images_sql: str, images: str, source: str
+                 ) -> dg.AssetsDefinition:
+    key, out = dg.AssetKey([names.CXR_LABELS, name]), f"{names.CXR_LABELS}.{name}"
+    checks = [dg.AssetCheckSpec(check, asset=key, blocking=True, description=text) for check, text in (
         ("closure", "An affirmed pair implies every ancestor pair (objects and attributes) affirmed."),
         ("in_pool", "No affirmed pair outside the possible-pair pool."),
         ("one_row_per_image_pair", "The dense view has exactly one row per image x possible pair."))]
 
     @dg.asset(key=key, code_version="1", deps=[cohort_key, ONTOLOGY_KEY, ingest_key(relations)],
               pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, check_specs=checks,
-              description=f"Grain: one row per {cohort} image x affirmed (object, attribute); every other "
-                          f"image x possible pair is negative (dense view: cxr_labels.{cohort} x pairs, "
+              description=f"Grain: one row per {images} x affirmed (object, attribute); every other "
+                          f"image x possible pair is negative (dense view: cxr_labels.{name} x pairs, "
                           f"relation 0/1). Last sentence wins, affirmed labels propagate to ancestors, "
-                          f"impossible pairs and removed labels dropped. Source: {source} of the "
-                          f"cxr_cohort.{cohort} images; refused rows in cxr_labels.{cohort}_rejected.",
+                          f"impossible pairs and removed labels dropped. Source: {source}; refused rows in "
+                          f"cxr_labels.{name}_rejected.",
               **COMMON)
     def _asset(context: dg.AssetExecutionContext, warehouse: Warehouse):
         with warehouse.connect() as con:
             onto = read_ontology(con, names.CXR_LABELS)
-            sql = labels.relations_sql(f"ingest.{relations}", images_sql=f"SELECT image_id FROM cxr_cohort.{cohort}")
-            context.log.info(f"{cohort}: refining ingest.{relations} over {onto.n_pairs} possible pairs")
+            sql = labels.relations_sql(f"ingest.{relations}", images_sql=images_sql)
+            context.log.info(f"{name}: refining ingest.{relations} over {onto.n_pairs} possible pairs")
             result = labels.refine_labels(con, sql, onto, out, rejected_table=f"{out}_rejected")
-            context.log.info(f"{cohort}: {result.counts.get('affirmed_rows_out')} affirmed rows for "
+            context.log.info(f"{name}: {result.counts.get('affirmed_rows_out')} affirmed rows for "
                              f"{result.counts.get('images')} images; dropped {result.dropped_rows}; checking")
             outcomes = {"closure": labels_checks.check_closure(con, out, onto),
                         "in_pool": labels_checks.check_in_pool(con, out, onto),
@@ -90,15 +91,24 @@ def _label_asset(cohort: str, cohort_key: dg.AssetKey, relations: str) -> dg.Ass
             materialized = table_result(context, con, out, tables=[f"{out}_images", f"{out}_pairs", f"{out}_rejected"],
                                         metadata={**result.metadata(), "possible_pairs": onto.n_pairs})
         yield materialized
-        for name, (passed, details) in outcomes.items():
-            yield dg.AssetCheckResult(check_name=name, passed=bool(passed),
+        for check, (passed, details) in outcomes.items():
+            yield dg.AssetCheckResult(check_name=check, passed=bool(passed),
                                       metadata={"details": dg.MetadataValue.json(details)})
 
     return _asset
 
 
-silver_labels = _label_asset("silver", SILVER_KEY, "silver_relations")
-gold_labels = _label_asset("gold", GOLD_KEY, "gold_relations")
+silver_labels = _label_asset("silver", SILVER_KEY, "silver_relations", "SELECT image_id FROM cxr_cohort.silver",
+                             "silver image", "silver relations of the cxr_cohort.silver images")
+gold_labels = _label_asset("gold", GOLD_KEY, "gold_relations", "SELECT image_id FROM cxr_cohort.gold", "gold image",
+                           "RAW gold relations (never re-processed output) of the cxr_cohort.gold images")
+# The gold file labels each gold patient's first study only; the gold EHRXQA database also asks about their later
+# studies, labelled from the RAW silver relations. Their own asset: a silver edit elsewhere leaves it as it is, so
+# the gold database is not rebuilt for it (issue 23).
+gold_later_labels = _label_asset(
+    "gold_later", GOLD_KEY, "silver_relations", labels.GOLD_LATER_STUDIES, "later-study (StudyOrder > 1) gold-cohort "
+    "image", "RAW silver relations (never re-processed output) of the gold patients' later studies in "
+    "cxr_cohort.gold, which the gold file does not label")
 
 
 @dg.asset_check(asset=LABEL_KEYS["gold"], name="same_pool_as_silver", blocking=True,

@@ -5,11 +5,10 @@ import dagster as dg
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
 from assets.metadata import table_result
-from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
+from assets.cxr_labels import GOLD_LATER_KEY, LABEL_KEYS
 from assets.ingest import ingest_key
 from assets.splits import COHORT_KEYS, SPLIT_KEYS
 from ehrxqa_pipeline import names
-from ehrxqa_pipeline.cxr.ontology import read_ontology
 from ehrxqa_pipeline.ehr.build import build_database
 from ehrxqa_pipeline.ehr.checks import run_checks
 from ehrxqa_pipeline.ehr.config import DbConfig
@@ -40,25 +39,23 @@ def _db_asset(which: str) -> dg.AssetsDefinition:
     @dg.asset(key=key, group_name=names.EHR_DB, code_version="2", automation_condition=ON_CHANGE,
               deps=[SPLIT_KEYS[which], COHORT_KEYS[which], LABEL_KEYS[which],
                     *(ingest_key(t.name) for t in MIMICIV_FILES), ingest_key("silver_bbox"),
-                    # the gold database refines its later studies' labels from the raw silver relations
-                    *([ONTOLOGY_KEY, ingest_key("silver_relations")] if which == "gold" else [])],
+                    # the gold database's later studies: their labels refined from the RAW silver relations
+                    *([GOLD_LATER_KEY] if which == "gold" else [])],
               pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"], kinds={"duckdb", "sqlite"},
               check_specs=[dg.AssetCheckSpec(n, asset=key, blocking=True, description=d) for n, d in CHECKS.items()],
               description=f"Grain: one database of 17 MIMIC-IV tables + TB_CXR (one row per study) for the "
                           f"patients sampled from {images}, time-shifted into 2100-2105, plus its answer sheet "
                           f"TB_CXR_PLUS (one row per image x possible pair) kept apart. Source: ingest.* (MIMIC-IV, "
                           f"boxes), cxr_cohort.{which}, cxr_labels.{which}, splits.{which}"
-                          f"{', cxr_labels ontology, ingest.silver_relations' if which == 'gold' else ''}. Files: EHRXQA_HOME/release/ehrxqa/databases/"
+                          f"{', cxr_labels.gold_later (the later studies)' if which == 'gold' else ''}. Files: EHRXQA_HOME/release/ehrxqa/databases/"
                           f"{which}/mimic_iv_cxr.{{duckdb,db}}; answer sheet under EHRXQA_HOME/answer_sheets/.")
     def _asset(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
         settings = pipeline_config.settings()
         config = DbConfig()
         files = images_dir(settings.layout()) if settings.check_images else None
         with warehouse.connect() as con:
-            # the gold database refines the later studies' silver relations with the ontology
-            onto = read_ontology(con, names.CXR_LABELS) if which == "gold" else None
             context.log.info(f"{which}: sampling patients and building the 17 tables + TB_CXR")
-            result = build_database(con, which, config, seed=settings.seed, ontology=onto)
+            result = build_database(con, which, config, seed=settings.seed)
             for message in result.messages:
                 context.log.warning(message)
             context.log.info(f"{which}: running {len(CHECKS)} checks")

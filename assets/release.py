@@ -12,7 +12,7 @@ from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, RELEASE_ON_CHANGE
 from assets.cxr_cohort import DOWNLOADS_KEY
 from assets.cxr_cohort import GOLD_KEY as GOLD_COHORT_KEY
 from assets.cxr_cohort import SILVER_KEY as SILVER_COHORT_KEY
-from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
+from assets.cxr_labels import GOLD_LATER_KEY, LABEL_KEYS, ONTOLOGY_KEY
 from assets.ehr_db import DB_KEYS
 from assets.ingest import CONTRACTS, ingest_key
 from assets.paraphrase import CANDIDATES_KEY as PARAPHRASE_CANDIDATES_KEY
@@ -49,7 +49,7 @@ RELEASE_INPUTS: list[dg.AssetKey] = [
 
 # Every asset that writes a *_rejected table (and the cohort funnels): release/statistics reads them all.
 QUARANTINES: list[dg.AssetKey] = [
-    *(ingest_key(c.table) for c in CONTRACTS), SILVER_COHORT_KEY, GOLD_COHORT_KEY, *LABEL_KEYS.values(),
+    *(ingest_key(c.table) for c in CONTRACTS), SILVER_COHORT_KEY, GOLD_COHORT_KEY, *LABEL_KEYS.values(), GOLD_LATER_KEY,
     *SPLIT_KEYS.values(), DB_KEYS["silver"], DB_KEYS["gold"], VALIDATED_KEY]
 
 

@@ -24,6 +24,7 @@ from assets.splits import SPLIT_KEYS
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.atomic import write_bytes, write_text
 from ehrxqa_pipeline.contracts import load_contract
+from ehrxqa_pipeline.cxr.ratios import GOLD_BOXES_SQL, SILVER_BOXES_SQL, ratios_sql
 from ehrxqa_pipeline.release.plots import markdown_image
 from ehrxqa_pipeline.sources.images import images_dir
 from ehrxqa_pipeline.vqa.predictions import (IMAGES_CONTRACT, IMAGES_SCHEMA, RELATIONS_CONTRACT, RELATIONS_SCHEMA,
@@ -38,11 +39,21 @@ SCORES_KEY = dg.AssetKey([names.VQA_SCORING, "scores"])
 # sides (no labels) and every gold-cohort image (the gold EHRXQA database draws its studies from them). So a
 # gold label edit retrains nothing and re-predicts nothing, and an EHR edit touches neither (issue 23).
 TRAIN_WORKSPACE = [SPLIT_KEYS["silver"], ONTOLOGY_KEY, LABEL_KEYS["silver"], ingest_key("silver_bbox")]
-PREDICT_WORKSPACE = [*SPLIT_KEYS.values(), ONTOLOGY_KEY, ingest_key("silver_bbox"), GOLD_COHORT_KEY]
-# The gold-cohort images no split lists (the later studies of gold patients), asked about by the gold database
-GOLD_COHORT_IMAGES_SQL = """
-    SELECT image_id, subject_id, study_id, view_position, NULL::VARCHAR AS gender FROM cxr_cohort.gold
-    ORDER BY image_id"""
+PREDICT_WORKSPACE = [SPLIT_KEYS["silver"], GOLD_COHORT_KEY, ONTOLOGY_KEY, ingest_key("silver_bbox"),
+                     ingest_key("gold_bbox")]
+# Every gold-cohort image: the first studies (the test images, and so split 'test') with the CTR / MTR of the
+# given boxes as splits.gold computes them (gold boxes, silver where a gold box gives none), and the later
+# studies the gold database asks about (split 'ehrxqa'). From the cohort and the boxes, not from splits.gold,
+# whose rows also say which images are abnormal: a gold label edit re-predicts nothing (issue 23).
+_COHORT_BOXES = "split_part(object_id, '_', 1) IN (SELECT image_id FROM cxr_cohort.gold)"
+GOLD_COHORT_IMAGES_SQL = f"""
+    WITH s AS ({ratios_sql(f"{SILVER_BOXES_SQL} WHERE {_COHORT_BOXES}")}), g AS ({ratios_sql(GOLD_BOXES_SQL)})
+    SELECT c.image_id, c.subject_id, c.study_id, c.view_position, NULL::VARCHAR AS gender,
+           CASE WHEN c.study_order = 1 THEN 'test' ELSE 'ehrxqa' END AS split,
+           CASE WHEN c.study_order = 1 THEN coalesce(g.ctr, s.ctr) END AS ctr,
+           CASE WHEN c.study_order = 1 THEN coalesce(g.mtr, s.mtr) END AS mtr
+    FROM cxr_cohort.gold c LEFT JOIN s USING (image_id) LEFT JOIN g USING (image_id)
+    ORDER BY c.image_id"""
 
 
 def train_workspace(con):
@@ -53,11 +64,11 @@ def train_workspace(con):
 
 
 def predict_workspace(con, top_folder: str):
-    """The inference copy of one top folder: both sides' images and the gold cohort's, no labels
-    (``PREDICT_WORKSPACE``)."""
+    """The inference copy of one top folder: the silver split (valid chooses the decision rule) and every
+    gold-cohort image, no labels (``PREDICT_WORKSPACE``)."""
     from ehrxqa_pipeline.vqa.workspace import snapshot
 
-    return snapshot(con, con.execute(GOLD_COHORT_IMAGES_SQL).pl(), top_folder=top_folder)
+    return snapshot(con, con.execute(GOLD_COHORT_IMAGES_SQL).pl(), top_folder=top_folder, sides=("silver",))
 SCHEMA = names.VQA_SCORING
 OWNERS = ["team:ehrxqa"]
 _DEFAULT_EPOCHS = 6
@@ -151,8 +162,8 @@ def _partition_images(work, partition: str) -> list[str]:
                       "the given boxes' CTR/MTR (vqa_scoring.predicted_images), for the valid and test images and "
                       "every gold-cohort image (the gold EHRXQA database draws from them) in one MIMIC-CXR top "
                       "folder (partition pNN). Batch inference with parallel JPEG decoding; no labels are read. "
-                      "Source: vqa_scoring/reference_model, splits.{silver,gold}, cxr_cohort.gold, "
-                      "cxr_labels.pairs, ingest.silver_bbox, the JPEGs.")
+                      "Source: vqa_scoring/reference_model, splits.silver, cxr_cohort.gold, cxr_labels.pairs, "
+                      "ingest.silver_bbox, ingest.gold_bbox (the test images' CTR/MTR), the JPEGs.")
 def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse,
                 vqa_device: VqaDevice) -> dg.MaterializeResult:
     settings = pipeline_config.settings()

@@ -21,6 +21,13 @@ on the source's ``silver_dataset/scene_graph.zip`` alone, in its own process: wa
 stage, plus members, bytes and rows, and a linear extrapolation to the real zip's 243,310 members (and, by
 uncompressed bytes, to its 10.26 GB); its numbers go to <workdir>/scene-graph-<scale>.json.
 
+Stage ``edit`` (``--e2e-scales``; after ``build``) times partial rebuilds as a user meets them: on the e2e
+home, each edit of ``benchmarks/edits.py`` (a Chest ImaGenome gold label, a silver label, a MIMIC-IV lab name)
+is applied to the source and ``ehrxqa build --changed`` is timed, with the assets it materialized and its share
+of the ``build`` stage's wall time (design.md: a gold label edit <= 25 % of a full build at demo scale, <= 5 % at
+full scale); then the edit is undone and rebuilt (not timed), so the home and the source end as they began. Its
+numbers go to <workdir>/edits-<scale>.json.
+
 A scale is a preset name (``demo``, ``full``) or ``PRESET:PATIENTS`` for a preset with another CXR patient
 count (``full:20000``: the full preset's proportions, 20,000 patients); its folders are named with ``-``.
 
@@ -42,7 +49,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EHRXQA = str(Path(sys.executable).with_name("ehrxqa"))
-E2E = ("build", "rebuild")
+E2E = ("build", "rebuild", "edit")
 REAL_SCENE_GRAPHS, REAL_SCENE_GRAPH_BYTES = 243_310, 10.26e9  # Chest ImaGenome 1.0.0 scene_graph.zip, unzipped
 
 
@@ -117,6 +124,41 @@ def scene_graph_bench(zip_path: Path, out_dir: Path) -> dict:
             "extrapolated_s_10_26_gb": round(seconds * REAL_SCENE_GRAPH_BYTES / unzipped)}
 
 
+def _changed_build(env: dict[str, str]) -> tuple[float, list[str], int]:
+    """``ehrxqa build --changed``: (wall seconds, the assets its summary lists as materialized, exit code)."""
+    import re
+    import subprocess
+
+    start = time.perf_counter()
+    done = subprocess.run([EHRXQA, "build", "--changed"], env={**os.environ, **env}, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    summary = done.stdout.split("\n\n")
+    assets = sorted({m.group(1) for block in summary for m in re.finditer(r"^([a-z_]+/[a-z_]+(?:\[p\d+\])?) ",
+                                                                           block, flags=re.M)})
+    return wall, assets, done.returncode
+
+
+def edit_bench(home: Path, source: Path, full_build_seconds: float | None) -> list[dict]:
+    """Each edit of ``benchmarks.edits``, timed as ``build --changed`` on the built ``home``, then undone."""
+    from benchmarks import edits
+
+    env = {"EHRXQA_HOME": str(home), "EHRXQA_SOURCE_ROOT": str(source)}
+    warehouse = home / "warehouse.duckdb"
+    out = []
+    for make in (lambda: edits.gold_label(source, warehouse), lambda: edits.silver_label(source, warehouse),
+                 lambda: edits.lab_name(source)):
+        edit = make()
+        edit.apply()
+        wall, assets, code = _changed_build(env)
+        edit.undo()
+        _, _, restored = _changed_build(env)
+        out.append({"edit": edit.name, "seconds": round(wall, 1), "exit_code": code, "restore_exit_code": restored,
+                    "share_of_full_build": None if not full_build_seconds else round(wall / full_build_seconds, 3),
+                    "assets": len(assets), "materialized": assets})
+        print(f"  {edit.name:<14} {wall:7.1f} s  {len(assets)} assets  exit {code}", flush=True)
+    return out
+
+
 def stages(scale: str, work: Path, caps: str = "80,10") -> dict[str, tuple[list[str], dict[str, str]]]:
     from ehrxqa_pipeline.sources.scene_graph import ZIP_RELEASE_PATH
 
@@ -147,6 +189,9 @@ def stages(scale: str, work: Path, caps: str = "80,10") -> dict[str, tuple[list[
                        "--out", str(work / f"vqa-model-{tag}.json")], {}),
         "build": ([EHRXQA, "build"], e2e_env),  # every asset, from an empty home
         "rebuild": ([EHRXQA, "build", "--changed"], e2e_env),  # nothing changed: runs nothing
+        # a gold label, a silver label, a lab name edited: build --changed, each against the build stage
+        "edit": ([sys.executable, "-m", "benchmarks.run", "--edit-home", e2e_env["EHRXQA_HOME"], "--edit-source",
+                  str(source), "--edit-out", str(work / f"edits-{tag}.json")], cxr_env),
     }
 
 
@@ -154,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--scales", default="demo,full")
     p.add_argument("--stages",
-                   default="generate,scene-graph-zip,ingest,cxr,vqa,ehr_db,ehrxqa,vqa_model,build,rebuild")
+                   default="generate,scene-graph-zip,ingest,cxr,vqa,ehr_db,ehrxqa,vqa_model,build,rebuild,edit")
     p.add_argument("--e2e-scales", default="demo", help="scales at which the build and rebuild stages run")
     p.add_argument("--workdir", default=str(ROOT / "data" / "bench"))
     p.add_argument("--ehrxqa-caps", default="80,10", help="per-template TRAIN_VALID,TEST caps of stage ehrxqa")
@@ -162,7 +207,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ehrxqa-out", help=argparse.SUPPRESS)
     p.add_argument("--scene-graph-zip", help=argparse.SUPPRESS)  # set: run the scene-graph-zip stage's body
     p.add_argument("--scene-graph-out", help=argparse.SUPPRESS)
+    p.add_argument("--edit-home", help=argparse.SUPPRESS)  # set: run the edit stage's body (child process)
+    p.add_argument("--edit-source", help=argparse.SUPPRESS)
+    p.add_argument("--edit-out", help=argparse.SUPPRESS)
+    p.add_argument("--full-build-seconds", type=float, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.edit_home:
+        result = edit_bench(Path(args.edit_home), Path(args.edit_source), args.full_build_seconds)
+        Path(args.edit_out).write_text(json.dumps(result, indent=2) + "\n")
+        return 0 if all(r["exit_code"] == 0 and r["restore_exit_code"] == 0 for r in result) else 1
     if args.scene_graph_zip:
         out = Path(args.scene_graph_out)
         result = scene_graph_bench(Path(args.scene_graph_zip), out.with_name(out.stem + "-tabular"))
@@ -186,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if name == "build":
                 shutil.rmtree(work / f"home-{scale.replace(':', '-')}-e2e", ignore_errors=True)
+            full = [r["seconds"] for r in results if r["scale"] == scale and r["stage"] == "build"]
+            if name == "edit" and full:
+                cmd = [*cmd, "--full-build-seconds", str(full[0])]
             wall, rss, code = run_stage(cmd, env)
             results.append({"scale": scale, "stage": name, "seconds": round(wall, 1),
                             "peak_rss_gib": round(rss, 2), "exit_code": code})

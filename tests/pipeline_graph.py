@@ -110,11 +110,16 @@ def data_versions(instance) -> dict[str, str | None]:
 WAITERS = names(k for k in GRAPH.materializable_asset_keys if GRAPH.get(k).automation_condition == RELEASE_ON_CHANGE)
 
 
-def cascade(instance, settings, cursor, graph_defs=TEST_DEFS) -> tuple[list[set[str]], set[str], object]:
+def cascade(instance, settings, cursor, graph_defs=TEST_DEFS, *, code_location: bool = False
+            ) -> tuple[list[set[str]], set[str], object]:
     """Tick by tick: evaluate the automation conditions, materialize exactly what they request, until nothing
     is due. Returns the requested set of every tick, the assets whose data version changed, the cursor. Each
     tick after the first must request exactly the children of what changed in the previous one, except release
-    assets, which wait (then run) until their ancestors are up to date; at the end nothing is out of date."""
+    assets, which wait (then run) until their ancestors are up to date; at the end nothing is out of date.
+    ``code_location``: the assets read the code location's own definitions (what the manifest lists, as
+    `ehrxqa build` writes it), not ``graph_defs`` (the code edits replayed: edited code versions)."""
+    if code_location:
+        return _ticks(instance, cursor, graph_defs)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(definitions, "defs", graph_defs)  # what the assets read of the code location (edited versions)
         return _ticks(instance, cursor, graph_defs)
@@ -203,12 +208,13 @@ def release_files(folder, *, read_from_zip: bool = False) -> dict[str, str]:
             MANIFEST_NAME: hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()}
 
 
-def fresh_release(tmp_path_factory) -> dict[str, str]:
+def fresh_release(tmp_path_factory, *, silver_as_zip: bool = True) -> dict[str, str]:
     """The release files of a full build of the current (edited) source, copied to another path in the folder
     layout of PhysioNet's downloads (ZIP folders mimic-iv-2.2/ and chest-imagenome-dataset-1.0.0/, a wget mirror
     physionet.org/files/mimic-cxr-jpg/2.0.0/), the silver scene tables as scene_graph.zip only, in a new home
     and instance: the release depends on neither the path nor the layout nor the form of the silver tables (nor
-    on the history of the instance); compare it with ``release_files(..., read_from_zip=True)``."""
+    on the history of the instance); compare it with ``release_files(..., read_from_zip=True)``.
+    ``silver_as_zip=False`` keeps the scene tables as they are (a test that edited one: the zip is not edited)."""
     import shutil
 
     tmp, current = tmp_path_factory.mktemp("fresh"), Settings.resolve()
@@ -220,7 +226,8 @@ def fresh_release(tmp_path_factory) -> dict[str, str]:
         (root / rel).rename(root / to)
         (root / rel).parent.rmdir()
     # and with Chest ImaGenome's silver tables as PhysioNet ships them: scene_graph.zip only
-    shutil.rmtree(root / "chest-imagenome-dataset-1.0.0" / "silver_dataset" / "scene_tabular")
+    if silver_as_zip:
+        shutil.rmtree(root / "chest-imagenome-dataset-1.0.0" / "silver_dataset" / "scene_tabular")
     (tmp / "dagster").mkdir()
     (tmp / "home" / "cache").mkdir(parents=True)  # the sentence-embedding cache memoises a function of the text
     shutil.copy(current.cache_dir / "embeddings.duckdb", tmp / "home" / "cache" / "embeddings.duckdb")

@@ -19,9 +19,11 @@ def build_through_labels(con: duckdb.DuckDBPyConnection, root, stage_dir, tables
     selection.build_image_rules(con)
     selection.build_cohorts(con, check_jpegs=False)
     onto = build_ontology(read_semantics(root))
-    for cohort, rel in (("silver", "silver_relations"), ("gold", "gold_relations")):
-        sql = labels.relations_sql(f"ingest.{rel}", images_sql=f"SELECT image_id FROM cxr_cohort.{cohort}")
-        labels.refine_labels(con, sql, onto, f"cxr_labels.{cohort}")
+    for name, rel, images in (("silver", "silver_relations", "SELECT image_id FROM cxr_cohort.silver"),
+                              ("gold", "gold_relations", "SELECT image_id FROM cxr_cohort.gold"),
+                              ("gold_later", "silver_relations", labels.GOLD_LATER_STUDIES)):
+        sql = labels.relations_sql(f"ingest.{rel}", images_sql=images)
+        labels.refine_labels(con, sql, onto, f"cxr_labels.{name}")
     return onto
 
 

@@ -223,15 +223,18 @@ def test_the_reference_model_and_the_predictions_declare_what_their_workspace_re
     con = duckdb.connect()
     image = "'i1' AS image_id, 10000001 AS subject_id, 50000001 AS study_id, 'PA' AS view_position"
     for ddl in ("CREATE SCHEMA splits", "CREATE SCHEMA cxr_labels", "CREATE SCHEMA cxr_cohort", "CREATE SCHEMA ingest",
-                f"CREATE TABLE splits.silver AS SELECT {image}, 'train' AS split, 'F' AS gender, 'p10/p100/s1/i1.jpg' AS image_path",
+                f"CREATE TABLE splits.silver AS SELECT {image}, 'train' AS split, 'F' AS gender, "
+                f"'p10/p100/s1/i1.jpg' AS image_path, 0.5 AS ctr, 0.3 AS mtr",
                 "CREATE TABLE splits.gold AS SELECT * FROM splits.silver WHERE false",
-                f"CREATE TABLE cxr_cohort.gold AS SELECT {image}",
+                f"CREATE TABLE cxr_cohort.gold AS SELECT {image}, 1 AS study_order",
                 "CREATE TABLE cxr_labels.pairs AS SELECT 'o' AS object, 'a' AS attribute",
                 "CREATE TABLE cxr_labels.silver AS SELECT 'i1' AS image_id, 'o' AS object, 'a' AS attribute",
-                "CREATE TABLE ingest.silver_bbox AS SELECT 'i1_o' AS object_id, 'o' AS bbox_name"):
+                "CREATE TABLE ingest.silver_bbox AS SELECT 'i1_o' AS object_id, 'o' AS bbox_name, 1 AS x1, 2 AS x2",
+                "CREATE TABLE ingest.gold_bbox AS SELECT 'i1.dcm' AS image_id, 'o' AS bbox_name, "
+                "'[1, 2, 3, 4]' AS coord224"):
         con.execute(ddl)
     reads = {"vqa_scoring/reference_model": {"splits.silver", "cxr_labels.pairs", "cxr_labels.silver"},
-             "vqa_scoring/predictions": {"splits.silver", "splits.gold", "cxr_cohort.gold", "cxr_labels.pairs"}}
+             "vqa_scoring/predictions": {"splits.silver", "cxr_cohort.gold", "cxr_labels.pairs", "ingest.gold_bbox"}}
     for asset, copy in (("vqa_scoring/reference_model", lambda c: train_workspace(c)),
                         ("vqa_scoring/predictions", lambda c: predict_workspace(c, "p10"))):
         log = tmp_path / f"{asset.replace('/', '_')}.jsonl"

@@ -4,7 +4,10 @@ then, on that same home and in this order:
 
 - a data edit: a Chest ImaGenome gold label negated in place, the file's size and mtime kept, rebuilt with
   `ehrxqa build --changed`, which is killed (SIGKILL) in a release step and finished by the next `ehrxqa build
-  --changed`; the release equals a fresh build of the edited source in PhysioNet's ZIP layout;
+  --changed`: the gold side re-runs, never the silver side, the image checks, training or prediction;
+- a silver label edit and an EHR table edit, replayed tick by tick with the automation conditions: the silver
+  side (and training), never a gold-only asset; the databases and EHRXQA, never the image side; the release
+  then equals a fresh build of the edited source in PhysioNet's folder layout;
 - code edits replayed tick by tick with the automation conditions: a prompt version edit, a code version bump,
   and a failed blocking check that stops everything downstream and leaves the release untouched.
 
@@ -26,6 +29,7 @@ import dagster as dg
 import duckdb
 import pytest
 
+from benchmarks import edits
 from ehrxqa_pipeline import definitions
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.contracts import all_contracts
@@ -34,7 +38,7 @@ from ehrxqa_pipeline.sources.readers import resolve
 from tests.pipeline_graph import (GRAPH, SMALL_EHRXQA, TEST_DEFS, K, built, cascade, children,  # noqa: F401
                                   declared_reads, descendants, fresh_release, observe, release_files, requested,
                                   statement_log, warehouse_keys)
-from tests.textfiles import edit, read_text
+from tests.textfiles import edit
 
 pytestmark = pytest.mark.slow  # whole-graph builds: not in `make test-fast`
 
@@ -82,35 +86,7 @@ def test_no_change_rebuild_runs_nothing(built):
     assert summary.success and summary.materialized == {}, summary.materialized
 
 
-def _flip_one_gold_label(root, settings) -> tuple[str, str]:
-    """Negate one affirmed relation of the Chest ImaGenome gold file in place, where it is the only sentence on
-    its (image, object, attribute), a pair the labels use, and the image keeps a finding elsewhere: its ``relation`` and ``annot_id`` go from 1 to 0,
-    so the file keeps its size. Returns the line before and after."""
-    path = resolve(root, "gold_relations")
-    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
-        image, obj, attr = con.execute("""
-            SELECT r.image_id, r.bbox, r.label_name FROM ingest.gold_relations r
-            JOIN cxr_labels.pairs p ON p.object = r.bbox AND p.attribute = r.label_name
-            JOIN cxr_labels.gold l ON l.image_id = replace(r.image_id, '.dcm', '') AND l.object = r.bbox
-                                  AND l.attribute = r.label_name
-            WHERE r.relation = 1 AND (SELECT count(*) FROM ingest.gold_relations o WHERE o.image_id = r.image_id
-                                      AND o.bbox = r.bbox AND o.label_name = r.label_name) = 1
-              -- the image keeps a finding its file states itself (not only through the flipped one's
-              -- propagation), so its test row (splits.gold.abnormal) stays as it is
-              AND EXISTS (SELECT 1 FROM cxr_labels.gold x JOIN ingest.gold_relations o
-                          ON replace(o.image_id, '.dcm', '') = x.image_id AND o.bbox = x.object
-                             AND o.label_name = x.attribute AND o.relation = 1
-                          WHERE x.image_id = l.image_id AND x.attribute <> l.attribute)
-            ORDER BY 1, 2, 3 LIMIT 1""").fetchone()
-    (line,) = [x for x in read_text(path).splitlines()
-               if x.split("\t")[2] == image and x.split("\t")[5] == obj and x.split("\t")[7] == attr]
-    cols = line.split("\t")
-    cols[6], cols[9] = "0", cols[9].replace(f"|{obj}|1|", f"|{obj}|0|")
-    return line, "\t".join(cols)
-
-
-def test_gold_label_edit_kept_in_size_rebuilds_only_gold_dependents_through_a_kill(built, tmp_path,
-                                                                                 tmp_path_factory):
+def test_gold_label_edit_kept_in_size_rebuilds_only_gold_dependents_through_a_kill(built, tmp_path):
     """One Chest ImaGenome gold label negated in place, the file's size and mtime kept (as `cp -p`, `rsync -a` or
     `tar x` of another version can leave a file: the content hash sees it). `ehrxqa build --changed` (the command,
     in its own process group) is killed with SIGKILL as release/mimic_cxr_vqa starts writing (issue 22); the next
@@ -120,12 +96,11 @@ def test_gold_label_edit_kept_in_size_rebuilds_only_gold_dependents_through_a_ki
     command line, no temporary file is left, and the release equals a fresh build of the edited source in
     PhysioNet's ZIP layout, the manifest included."""
     settings, instance, root, *_ = built
-    path = resolve(root, "gold_relations")
-    before, original = path.stat(), path.read_bytes()
-    line, flipped = _flip_one_gold_label(root, settings)
-    edit(path, lambda text: text.replace(line + "\n", flipped + "\n", 1))
+    change = edits.gold_label(root, settings.warehouse)  # a test image keeps another finding (benchmarks/edits.py)
+    path, before = change.path, change.path.stat()
+    change.apply()
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert path.stat().st_size == before.st_size and path.read_bytes() != original
+    assert path.stat().st_size == before.st_size and path.read_bytes() != change.original
     config = tmp_path / "small.yaml"
     config.write_text(json.dumps(SMALL_EHRXQA))  # JSON is YAML
     command = [EHRXQA, "build", "--changed", "--config", str(config)]
@@ -161,7 +136,55 @@ def test_gold_label_edit_kept_in_size_rebuilds_only_gold_dependents_through_a_ki
         {K.from_user_string(k) for k in rerun_keys - {f"sources/{k.path[-1]}" for k in GRAPH.observable_asset_keys}})}
     assert all(r is not None and r.status.value == "SUCCEEDED" for r in latest.values()), \
         {str(c): r and r.status for c, r in latest.items() if r is None or r.status.value != "SUCCEEDED"}
-    assert release_files(settings.release_dir, read_from_zip=True) == fresh_release(tmp_path_factory)
+    # the release is compared with a fresh build of the edited source after the silver and EHR edits below
+
+
+def _replay(settings, instance, change) -> tuple[set[str], set[str]]:
+    """``change()`` the source, then the automation conditions tick by tick (``cascade``: each tick requests
+    exactly the children of what changed); the assets materialized and those whose data version changed."""
+    baseline = dg.evaluate_automation_conditions(defs=TEST_DEFS, instance=instance)
+    assert requested(baseline) == set()
+    change()
+    observe(settings, instance)
+    # the manifest lists the code location's assets, as the command and the fresh build write it
+    ticks, changed, _ = cascade(instance, settings, baseline.cursor, code_location=True)
+    return set().union(*ticks), changed
+
+
+def test_silver_label_edit_rebuilds_the_silver_side_only(built):
+    """One silver label negated: the silver side re-runs, retrains, and re-predicts as far as its content
+    changed, never a gold-only asset nor the image selection (issue 23)."""
+    settings, instance, root, *_ = built
+    change = edits.silver_label(root, settings.warehouse)  # of a train image (benchmarks/edits.py)
+    rerun, changed = _replay(settings, instance, change.apply)
+    assert SILVER_SIDE <= rerun, SILVER_SIDE - rerun
+    assert rerun <= SILVER_SIDE | SILVER_MAY | RELEASE, rerun - SILVER_SIDE - SILVER_MAY - RELEASE
+    assert not NEVER_ON_SILVER & rerun, NEVER_ON_SILVER & rerun
+    # the gold database reads the silver file (its later studies, through cxr_labels/gold_later), yet did not re-run:
+    # the edit is not on a gold patient's study, so gold_later re-ran unchanged and the cascade stopped there
+    downstream = descendants(K(["sources", "silver_relations"]))
+    assert {"ehr_db/gold", "ehrxqa/gold"} <= downstream and not (NEVER_ON_SILVER - {"ehr_db/gold", "ehrxqa/gold"}) & \
+        downstream  # the image selection and the gold labels, split and questions do not read it at all
+    assert "cxr_labels/gold_later" in rerun and "cxr_labels/gold_later" not in changed
+
+
+def test_ehr_table_edit_rebuilds_the_databases_and_ehrxqa_only(built):
+    """A lab name respelled in MIMIC-IV's d_labitems: both databases and what reads them re-run, never the image
+    side (cohorts, labels, splits, MIMIC-CXR-VQA, the reference model, the predictions) nor paraphrasing."""
+    settings, instance, root, *_ = built
+    rerun, changed = _replay(settings, instance, edits.lab_name(root).apply)
+    assert EHR_SIDE <= changed and EHR_SIDE <= rerun, EHR_SIDE - changed
+    assert rerun <= EHR_SIDE | EHR_MAY | RELEASE, rerun - EHR_SIDE - EHR_MAY - RELEASE
+    assert not IMAGE_SIDE & rerun and not {k for k in rerun if k.startswith("paraphrase/")}
+
+
+def test_the_edited_release_equals_a_fresh_build(built, tmp_path_factory):
+    """After the gold label edit (through a kill), the silver label edit and the EHR edit: the release equals a
+    fresh build of the edited source in PhysioNet's folder layout (the silver tables as edited: scene_tabular;
+    the zip form is compared with the tables in tests/test_ingest.py), manifest included."""
+    settings, *_ = built
+    assert release_files(settings.release_dir, read_from_zip=True) == fresh_release(tmp_path_factory,
+                                                                                    silver_as_zip=False)
 
 
 OBSERVED = {"sources/" + k.path[-1] for k in GRAPH.observable_asset_keys}
@@ -176,6 +199,23 @@ RELEASE = {"release/mimic_cxr_vqa", "release/ehrxqa", "release/statistics", "rel
 NEVER_ON_GOLD = {"cxr_cohort/image_rules", "cxr_cohort/image_integrity", "cxr_cohort/image_downloads",
                  "cxr_cohort/silver", "cxr_cohort/gold", "splits/silver", "mimic_cxr_vqa/silver", "ehr_db/silver",
                  "ehrxqa/silver", "vqa_scoring/reference_model", "vqa_scoring/predictions"}
+
+
+# A silver label edit: always the silver side (gold_later re-runs too, unchanged unless a gold patient's later
+# study was edited) ...
+SILVER_SIDE = {"ingest/silver_relations", "cxr_labels/silver", "cxr_labels/gold_later", "splits/silver",
+               "mimic_cxr_vqa/silver", "ehr_db/silver", "vqa_scoring/reference_model"}
+SILVER_MAY = {"ehrxqa/silver", "vqa_scoring/predictions", "mimic_cxr_vqa/statistics", "ehrxqa/statistics",
+              "vqa_scoring/scores"}
+NEVER_ON_SILVER = {"cxr_cohort/image_rules", "cxr_cohort/silver", "cxr_cohort/gold", "cxr_labels/gold",
+                   "splits/gold", "mimic_cxr_vqa/gold", "ehr_db/gold", "ehrxqa/gold"}
+# An EHR table edit: the databases, then EHRXQA; never the image side
+EHR_SIDE = {"ingest/d_labitems", "ehr_db/silver", "ehr_db/gold"}
+EHR_MAY = {"ehrxqa/silver", "ehrxqa/gold", "ehrxqa/statistics", "vqa_scoring/scores"}
+IMAGE_SIDE = {"cxr_cohort/gold_studies", "cxr_cohort/image_rules", "cxr_cohort/image_integrity", "cxr_cohort/silver",
+              "cxr_cohort/gold", "cxr_labels/ontology", "cxr_labels/silver", "cxr_labels/gold", "cxr_labels/gold_later",
+              "splits/silver", "splits/gold", "mimic_cxr_vqa/silver", "mimic_cxr_vqa/gold", "mimic_cxr_vqa/vocabulary",
+              "vqa_scoring/reference_model", "vqa_scoring/predictions"}
 
 
 def _kill_when(command: list[str], text: str, step: str) -> str:

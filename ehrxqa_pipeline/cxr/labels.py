@@ -172,6 +172,11 @@ _COUNTS_SQL = """
     FROM {cls}"""
 
 
+# The gold patients' later studies (StudyOrder > 1 of cxr_cohort.gold): the gold file labels the first study
+# only, so the gold EHRXQA database labels these from the RAW silver relations (cxr_labels/gold_later).
+GOLD_LATER_STUDIES = "SELECT image_id FROM cxr_cohort.gold WHERE study_order > 1"
+
+
 def refine_labels(con: duckdb.DuckDBPyConnection, relations_sql: str, ontology: Ontology, out_table: str,
                   rejected_table: str | None = None) -> RefineResult:
     """Refine ``relations_sql`` into ``out_table`` (+ ``_images``, ``_pairs``); see the module docstring.

@@ -5,10 +5,10 @@ on the image's left); cardiac / upper-mediastinal width = |x2 - x1|. One definit
 and the EHRXQA answer sheet (the published scripts use two slightly different ones, defect 11).
 
 A ratio is null, never an error, when a box it needs cannot carry it; ``ctr_reason`` / ``mtr_reason`` say
-why (null when the ratio is there), checked in this order: ``missing_box:<name>`` (right lung, left lung,
-then the ratio's own box), ``zero_width_box:<name>`` (the detector output has zero-area boxes; a lung of
-width 0 gives no thorax edge and a heart or mediastinum of width 0 no width to compare -- the published
-program divides by zero or answers "no"), ``nonpositive_thorax``. Only widths matter: a box of height 0
+why (null when the ratio is there): the first box, in the order right lung, left lung, then the ratio's own
+box, that cannot carry it is named, ``missing_box:<name>`` or ``zero_width_box:<name>`` (the detector output
+has zero-area boxes; a lung of width 0 gives no thorax edge and a heart or mediastinum of width 0 no width to
+compare -- the published program divides by zero or answers "no"); then ``nonpositive_thorax``. Only widths matter: a box of height 0
 and positive width still gives its width. Silver images use the silver detector boxes; gold images the
 radiologist-corrected ``coord224`` boxes.
 """

@@ -1,6 +1,6 @@
 """Build one integrated database (silver or gold) in the warehouse.
 
-``build_database(con, which, config, seed, ontology)`` reads the ingested MIMIC-IV tables, the CXR cohort,
+``build_database(con, which, config, seed)`` reads the ingested MIMIC-IV tables, the CXR cohort,
 labels and splits of the same DuckDB warehouse and writes
 
 * ``ehr_<which>``: the 17 MIMIC-IV-derived tables + TB_CXR (the user-facing database, ``ddl.TABLES``);
@@ -82,10 +82,9 @@ def _staged(name: str, ctx: T.Ctx) -> str:
     return T.BUILDERS[name](ctx)
 
 
-def build_database(con: duckdb.DuckDBPyConnection, which: str, config: DbConfig | None = None, seed: int = 0,
-                   ontology=None) -> DbResult:
-    """Build ``ehr_<which>`` and ``ehr_<which>_answers`` (see the module docstring). ``ontology``
-    (``cxr.ontology.read_ontology``) is required for the gold database (refinement of the later studies)."""
+def build_database(con: duckdb.DuckDBPyConnection, which: str, config: DbConfig | None = None,
+                   seed: int = 0) -> DbResult:
+    """Build ``ehr_<which>`` and ``ehr_<which>_answers`` (see the module docstring)."""
     config = config or DbConfig()
     schema, answers, build = schemas(which)
     stage, answers_stage = f"{schema}_next", f"{answers}_next"
@@ -96,7 +95,7 @@ def build_database(con: duckdb.DuckDBPyConnection, which: str, config: DbConfig 
     sampling = sample_patients(con, which, config, seed, build)
     offsets = compute_offsets(con, which, config, seed, build)
     link = stage_links(con, build)
-    labels = stage_labels(con, which, build, ontology)
+    labels = stage_labels(con, which, build)
     build_prices(con, seed, build)
     for name in ("d_icd_diagnoses", "d_icd_procedures"):
         con.execute(f"CREATE OR REPLACE TABLE {build}._{name} AS {T.icd_dictionary(name)}")

@@ -15,7 +15,8 @@ defect 9), ``after_current_time`` / ``before_start``.
 TB_CXR_PLUS (dense as published: one row per TB_CXR image x possible (object, attribute) pair, relation
 0/1): silver database -> the silver labels (``cxr_labels.silver``); gold database -> the gold labels for
 the gold first-study images and, for the later studies of gold patients, silver labels refined from the
-RAW silver relations with ``cxr.labels.refine_labels`` (never re-processing processed rows, defect 5).
+RAW silver relations (``cxr_labels.gold_later``, ``cxr.labels.refine_labels``: never re-processing processed
+rows, defect 5).
 ct_ratio / mt_ratio: the database's split table (``splits.silver`` / ``splits.gold``, gold boxes for gold
 images) where the image is there, otherwise
 the silver boxes through ``cxr.ratios.ratios_sql``; studyorder = the cohort's StudyOrder.
@@ -25,13 +26,13 @@ from __future__ import annotations
 
 import duckdb
 
-from ehrxqa_pipeline.cxr.labels import refine_labels, relations_sql
 from ehrxqa_pipeline.cxr.ratios import SILVER_BOXES_SQL, ratios_sql
 from ehrxqa_pipeline.ehr.tables import Ctx
 from ehrxqa_pipeline.ehr.timeshift import shift
 from ehrxqa_pipeline.filters import Rule, reason_sql
 
 LABELS = {"silver": "cxr_labels.silver", "gold": "cxr_labels.gold"}  # + _images, _pairs
+LATER = "cxr_labels.gold_later"  # the gold patients' later studies, refined from the RAW silver relations
 
 
 def link_sql(studies: str, transfers: str) -> str:
@@ -66,31 +67,30 @@ def stage_links(con: duckdb.DuckDBPyConnection, build: str) -> dict:
             "studies_matching_several_transfers_none_with_admission": row[4]}
 
 
-def stage_labels(con: duckdb.DuckDBPyConnection, which: str, build: str, ontology=None) -> dict:
+def stage_labels(con: duckdb.DuckDBPyConnection, which: str, build: str) -> dict:
     """Create ``<build>._label_images`` (image_id, label_set), ``_label_pos`` (affirmed image x pair) and
-    ``_pairs`` (object, attribute, category) for the sampled patients' images."""
+    ``_pairs`` (object, attribute, category) for the sampled patients' images. The gold database's later
+    studies take their labels from ``cxr_labels.gold_later`` (refined from the RAW silver relations)."""
     base = LABELS[which]
     mine = (f"SELECT image_id FROM {build}._images WHERE subject_id IN (SELECT subject_id FROM {build}._sampled)")
     counts: dict = {}
     if which == "silver":
         sources = [("silver", base, f"image_id IN ({mine})")]
     else:
-        if ontology is None:
-            raise ValueError("the gold database needs the ontology to refine the later studies' silver labels")
         later = f"SELECT image_id FROM {build}._images WHERE studyorder > 1 AND image_id IN ({mine})"
-        res = refine_labels(con, relations_sql("ingest.silver_relations", images_sql=later), ontology,
-                            f"{build}.later_labels")
-        counts = {f"later_studies_{k}": v for k, v in res.counts.items() if k in ("images", "affirmed_rows_out")}
+        counts = dict(zip(("later_studies_images", "later_studies_affirmed_rows_out"), con.execute(f"""
+            SELECT (SELECT count(*) FROM {LATER}_images WHERE image_id IN ({later})),
+                   (SELECT count(*) FROM {LATER} WHERE image_id IN ({later}))""").fetchone()))
         same = con.execute(f"""SELECT count(*) FROM (
-            (SELECT object, attribute, category FROM {base}_pairs EXCEPT SELECT * FROM {build}.later_labels_pairs)
+            (SELECT object, attribute, category FROM {base}_pairs EXCEPT SELECT * FROM {LATER}_pairs)
             UNION ALL
-            (SELECT * FROM {build}.later_labels_pairs EXCEPT SELECT object, attribute, category FROM {base}_pairs))
+            (SELECT * FROM {LATER}_pairs EXCEPT SELECT object, attribute, category FROM {base}_pairs))
             """).fetchone()[0]
         if same:
             raise ValueError(f"{base}_pairs and the ontology's pair pool differ ({same} pairs)")
         first = f"SELECT image_id FROM {build}._images WHERE studyorder = 1 AND image_id IN ({mine})"
         sources = [("gold", base, f"image_id IN ({first})"),
-                   ("silver_refined", f"{build}.later_labels", f"image_id IN ({later})")]
+                   ("silver_refined", LATER, f"image_id IN ({later})")]
     con.execute(f"CREATE OR REPLACE TABLE {build}._label_images AS " + " UNION ALL ".join(
         f"SELECT image_id, '{name}' AS label_set FROM {table}_images WHERE {cond}" for name, table, cond in sources)
         + " ORDER BY image_id")

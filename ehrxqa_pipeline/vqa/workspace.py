@@ -67,8 +67,8 @@ def snapshot(con: duckdb.DuckDBPyConnection, extra: pl.DataFrame | None = None, 
              *, sides=SIDES, labels=()) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB holding ``splits.images`` (the split tables of ``sides``, in that order),
     ``cxr_labels.pairs``, ``cxr_labels.<x>`` for each of ``labels`` and the boxes of its images; ``extra``
-    (image_id, subject_id, study_id, view_position, gender) joins ``splits.images`` with split 'ehrxqa' where
-    the image is not already there. ``top_folder`` (pNN): copy only the boxes of that folder's images (one
+    (image_id, subject_id, study_id, view_position, gender; optionally split, ctr, mtr) joins ``splits.images``
+    (with split 'ehrxqa' unless it names one) where the image is not already there. ``top_folder`` (pNN): copy only the boxes of that folder's images (one
     inference partition)."""
     mem = duckdb.connect()
     for side in sides:
@@ -84,10 +84,10 @@ def snapshot(con: duckdb.DuckDBPyConnection, extra: pl.DataFrame | None = None, 
         _copy(con, mem, table, f"SELECT * FROM {table}")
     if extra is not None and extra.height:
         mem.register("_extra", extra)
+        split = "" if "split" in extra.columns else f", '{EXTRA_SPLIT}' AS split"
         mem.execute(f"""
             INSERT INTO splits.images BY NAME
-            SELECT e.image_id, e.subject_id, e.study_id, '{EXTRA_SPLIT}' AS split, e.view_position, e.gender,
-                   {image_relpath_sql('e.subject_id', 'e.study_id', 'e.image_id')} AS image_path
+            SELECT e.*{split}, {image_relpath_sql('e.subject_id', 'e.study_id', 'e.image_id')} AS image_path
             FROM _extra e WHERE e.image_id NOT IN (SELECT image_id FROM splits.images)""")
         mem.unregister("_extra")
     ids = mem.execute("SELECT image_id FROM splits.images WHERE ? IS NULL OR image_path LIKE ? || '/%'",

@@ -54,7 +54,7 @@ def built(ehr_inputs, warehouse_copy):
     """(connection, {which: DbResult}) with both databases built at seed 0."""
     _, _, onto = ehr_inputs
     con = warehouse_copy()
-    results = {which: build_database(con, which, CONFIG, seed=0, ontology=onto) for which in ("silver", "gold")}
+    results = {which: build_database(con, which, CONFIG, seed=0) for which in ("silver", "gold")}
     return con, results
 
 

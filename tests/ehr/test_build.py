@@ -221,7 +221,7 @@ def test_patient_count_is_clamped_with_a_message(ehr_inputs, warehouse_copy):
 
     con = warehouse_copy()
     config = DbConfig(silver_patients=10_000, gold_patients=10_000, current_ratio=0.25)
-    r = build_database(con, "gold", config, seed=0, ontology=ehr_inputs[2])
+    r = build_database(con, "gold", config, seed=0)
     assert r.patients == r.candidates["eligible"] < 10_000
     assert r.messages and "10000 patients requested" in r.messages[0]
     assert r.current_patients == r.current_patients_drawn == min(config.n_current(r.patients),

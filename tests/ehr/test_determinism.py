@@ -20,13 +20,13 @@ def test_same_seed_same_contents_other_seed_other_shift(ehr_inputs, built, expor
     onto = ehr_inputs[2]
     con = warehouse_copy()
     for which in ("gold", "silver"):  # the other build order changes nothing either
-        again = build_database(con, which, CONFIG, seed=0, ontology=onto)
+        again = build_database(con, which, CONFIG, seed=0)
         assert contents(con, again) == contents(con0, results0[which]), which
         e = export_database(con, again.schema, again.answers_schema, tmp_path / which)
         assert e.sqlite_sha256 == exported[which].sqlite_sha256
         assert e.answers_sqlite_sha256 == exported[which].answers_sqlite_sha256
 
-    other = build_database(con, "gold", CONFIG, seed=1, ontology=onto)
+    other = build_database(con, "gold", CONFIG, seed=1)
     offsets = dict(con.execute(f"SELECT subject_id, offset_days FROM {other.build_schema}._offsets").fetchall())
     offsets0 = dict(con0.execute(f"SELECT subject_id, offset_days FROM {results0['gold'].build_schema}._offsets")
                     .fetchall())
