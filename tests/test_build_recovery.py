@@ -9,6 +9,7 @@ files of a killed writer are removed at the start of the next build."""
 import os
 
 import dagster as dg
+import pytest
 
 from assets.automation import OBSERVE_SOURCES, ON_CHANGE, RELEASE_ON_CHANGE
 from ehrxqa_pipeline.cli.build import build, format_summary
@@ -55,6 +56,7 @@ def _materialized(summary) -> set[str]:
     return set(summary.materialized)
 
 
+@pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process, build): not in `make test-fast`
 def test_changed_after_a_killed_build_materializes_what_it_never_reached(tmp_path):
     settings = Settings.resolve(home=str(tmp_path))
     STATE["check_passes"] = True
@@ -71,6 +73,7 @@ def test_changed_after_a_killed_build_materializes_what_it_never_reached(tmp_pat
         assert again.success and again.materialized == {} and again.stale == {}  # nothing changed: nothing runs
 
 
+@pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process, build): not in `make test-fast`
 def test_changed_after_a_kill_between_an_asset_and_its_blocking_check(tmp_path):
     """Killed after ``upper`` was materialized and before its blocking check ran (the full-graph kill test of
     tests/test_pipeline.py met this): ``upper`` is not out of date, but what lies below waits on that check, so
@@ -91,6 +94,7 @@ def test_changed_after_a_kill_between_an_asset_and_its_blocking_check(tmp_path):
         assert instance.get_latest_asset_check_evaluation_record(check).status.value == "SUCCEEDED"
 
 
+@pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process, build): not in `make test-fast`
 def test_changed_never_runs_past_a_failed_blocking_check_and_names_what_is_missing(tmp_path):
     settings = Settings.resolve(home=str(tmp_path))
     with dg.instance_for_test() as instance:

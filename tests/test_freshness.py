@@ -1,9 +1,12 @@
-"""What a build reports as still out of date, on a three-asset graph with a blocking check (fast; the full
-graph is exercised in tests/test_pipeline.py)."""
+"""What a build reports as still out of date, on a three-asset graph with a blocking check (a few seconds; the
+full graph is exercised in tests/test_pipeline.py)."""
 
 import dagster as dg
+import pytest
 
 from assets.freshness import out_of_date
+
+pytestmark = pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process): not in `make test-fast`
 
 STATE = {"a": 1, "check_passes": True}
 

@@ -68,6 +68,7 @@ def _defs(source: Path, home: Path):
         "vqa_device": VqaDevice()}), asset
 
 
+@pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process / materialize): not in `make test-fast`
 def test_manifest_names_the_version_ingestion_read(source_copy, tmp_path):
     from assets.release import read_source_versions
     from assets.sources import HASH_CACHE, SOURCE_KEYS, SOURCE_VERSION_FIELD
@@ -108,6 +109,7 @@ def test_manifest_names_the_version_ingestion_read(source_copy, tmp_path):
         assert observed.asset_observation.tags["dagster/data_version"] == rehash
 
 
+@pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process / materialize): not in `make test-fast`
 def test_a_source_file_that_changes_while_it_is_ingested_fails_the_step(source_copy, tmp_path, monkeypatch):
     import assets.ingest as ingest_module
     from ehrxqa_pipeline.config import Settings
@@ -141,6 +143,7 @@ def test_a_source_file_that_changes_while_it_is_ingested_fails_the_step(source_c
         assert instance.get_latest_materialization_event(asset.key) is None
 
 
+@pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process / materialize): not in `make test-fast`
 def test_the_semantics_version_is_the_one_the_ontology_read(source_copy, tmp_path):
     from assets.cxr_labels import ontology
     from assets.release import read_source_versions

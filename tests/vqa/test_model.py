@@ -1,11 +1,13 @@
-"""Reference model building blocks: device resolution, crop decoding, AUROC, the network (no training here)."""
+"""Reference model building blocks: device resolution, crop decoding, AUROC, the network (no training here).
+
+torch is imported in the tests that use it: importing it takes about 1.7 s, which every xdist worker would
+pay to collect this file (make test-fast), also the one that runs none of them."""
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 import pytest
-import torch
 
 from ehrxqa_pipeline.vqa import device as vdev
 from ehrxqa_pipeline.vqa.auroc import auroc, pair_auroc, within_pair_auroc
@@ -16,6 +18,8 @@ from resources.device import VqaDevice
 # --- device -------------------------------------------------------------------------------------------------
 
 def test_resolve_device_cpu_and_auto():
+    import torch
+
     assert vdev.resolve_device("cpu") == "cpu"
     assert vdev.resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     with pytest.raises(ValueError, match="unknown VQA device"):
@@ -23,6 +27,8 @@ def test_resolve_device_cpu_and_auto():
 
 
 def test_resolve_cuda_without_cuda_names_the_setting(monkeypatch):
+    import torch
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     for req in ("cuda", "cuda:1"):
         with pytest.raises(ValueError) as err:
@@ -34,6 +40,8 @@ def test_resolve_cuda_without_cuda_names_the_setting(monkeypatch):
 
 
 def test_autocast_is_a_noop_on_cpu():
+    import torch
+
     a, b = torch.randn(8, 8), torch.randn(8, 8)
     with vdev.autocast("cpu"):
         c = a @ b
@@ -167,6 +175,8 @@ def test_pair_auroc_per_group_and_within_pair():
 # --- network ------------------------------------------------------------------------------------------------
 
 def test_model_shapes_prior_and_masked_loss():
+    import torch
+
     from ehrxqa_pipeline.vqa.model import build_model, masked_bce
 
     torch.manual_seed(0)
@@ -187,8 +197,11 @@ def test_model_shapes_prior_and_masked_loss():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_gpu_step_and_inference_with_bf16_autocast():
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
     from ehrxqa_pipeline.vqa.model import build_model
 
     dev = vdev.resolve_device("cuda")

@@ -7,7 +7,6 @@ import shutil
 import numpy as np
 import polars as pl
 import pytest
-import torch
 
 from ehrxqa_pipeline.vqa.auroc import pair_auroc, within_pair_auroc
 from ehrxqa_pipeline.vqa.infer import predict
@@ -67,6 +66,8 @@ def test_beats_chance_on_held_out_images_and_shuffled_labels_do_not(vqa_warehous
 
 
 def test_same_seed_gives_bitwise_identical_weights_and_predictions(vqa_warehouse, vqa_trained, vqa_con):
+    import torch  # here, not at the top: collecting this file (every worker of make test-fast does) stays cheap
+
     again = train_reference(vqa_con, vqa_warehouse.files_root, tiny_config(), log=lambda _: None)
     a, b = vqa_trained.model.state_dict(), again.model.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -137,6 +138,8 @@ def test_plot_and_version_identity(vqa_trained):
 
 
 def test_throughput_benchmark_reports_train_and_inference(vqa_warehouse, vqa_con):
+    import torch
+
     from ehrxqa_pipeline.vqa.bench import throughput
 
     out = throughput(vqa_con, vqa_warehouse.files_root, batch_sizes=(4, 8), max_images=12, min_steps=1, threads=1)
