@@ -33,7 +33,7 @@ def _same_rows(a: pl.DataFrame, b: pl.DataFrame) -> bool:
 
 @pytest.fixture(scope="module")
 def demo(small_source) -> tuple[Path, dict]:
-    """The session's small synthetic source (tests.conftest.SMALL: 40 CXR patients, 150 frontal images): every
+    """The session's small synthetic source (tests.conftest.SMALL: 40 CXR patients, about 150 frontal images): every
     planted Chest ImaGenome defect is there at least once. Only read here; the tests edit copies."""
     return small_source
 
