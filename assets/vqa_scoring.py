@@ -10,10 +10,10 @@ from pydantic import Field
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, GPU_POOL, GPU_TAGS, ON_CHANGE, RELEASE_ON_CHANGE
 from assets.contract_checks import contract_check_result, contract_check_spec
+from assets.cxr_cohort import GOLD_KEY as GOLD_COHORT_KEY
 from assets.cxr_cohort import IMAGE_PARTITIONS
 from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.ehr_db import DB_KEYS, database_dir
-from assets.cxr_cohort import GOLD_KEY as GOLD_COHORT_KEY
 from assets.ehrxqa import QUESTION_KEYS as EHRXQA_QUESTION_KEYS
 from assets.ingest import ingest_key
 from assets.metadata import table_metadata, table_result
@@ -29,15 +29,17 @@ from ehrxqa_pipeline.release.plots import markdown_image
 from ehrxqa_pipeline.sources.images import images_dir
 from ehrxqa_pipeline.vqa.predictions import (IMAGES_CONTRACT, IMAGES_SCHEMA, RELATIONS_CONTRACT, RELATIONS_SCHEMA,
                                              Predictions)
+from ehrxqa_pipeline.vqa.workspace import EXTRA_SPLIT
 from ehrxqa_pipeline.warehouse import replace_partition, replace_tables, transaction
 from resources import PipelineConfig, VqaDevice, Warehouse
 
 MODEL_KEY = dg.AssetKey([names.VQA_SCORING, "reference_model"])
 PREDICTIONS_KEY = dg.AssetKey([names.VQA_SCORING, "predictions"])
 SCORES_KEY = dg.AssetKey([names.VQA_SCORING, "scores"])
-# What vqa.workspace.snapshot copies: to train, the silver side and its labels; to predict, the images of both
-# sides (no labels) and every gold-cohort image (the gold EHRXQA database draws its studies from them). So a
-# gold label edit retrains nothing and re-predicts nothing, and an EHR edit touches neither (issue 23).
+# What vqa.workspace.snapshot copies: to train, the silver side and its labels; to predict, the silver split
+# (valid chooses the decision rule), every gold-cohort image (the test images and the gold EHRXQA database's
+# studies) and the boxes, no labels. So a gold label edit retrains nothing and re-predicts nothing, and an EHR
+# edit touches neither (issue 23).
 TRAIN_WORKSPACE = [SPLIT_KEYS["silver"], ONTOLOGY_KEY, LABEL_KEYS["silver"], ingest_key("silver_bbox")]
 PREDICT_WORKSPACE = [SPLIT_KEYS["silver"], GOLD_COHORT_KEY, ONTOLOGY_KEY, ingest_key("silver_bbox"),
                      ingest_key("gold_bbox")]
@@ -49,7 +51,7 @@ _COHORT_BOXES = "split_part(object_id, '_', 1) IN (SELECT image_id FROM cxr_coho
 GOLD_COHORT_IMAGES_SQL = f"""
     WITH s AS ({ratios_sql(f"{SILVER_BOXES_SQL} WHERE {_COHORT_BOXES}")}), g AS ({ratios_sql(GOLD_BOXES_SQL)})
     SELECT c.image_id, c.subject_id, c.study_id, c.view_position, NULL::VARCHAR AS gender,
-           CASE WHEN c.study_order = 1 THEN 'test' ELSE 'ehrxqa' END AS split,
+           CASE WHEN c.study_order = 1 THEN 'test' ELSE '{EXTRA_SPLIT}' END AS split,
            CASE WHEN c.study_order = 1 THEN coalesce(g.ctr, s.ctr) END AS ctr,
            CASE WHEN c.study_order = 1 THEN coalesce(g.mtr, s.mtr) END AS mtr
     FROM cxr_cohort.gold c LEFT JOIN s USING (image_id) LEFT JOIN g USING (image_id)

@@ -1,4 +1,4 @@
-"""The reference model's working copy of the warehouse, and the EHRXQA images it must also answer about.
+"""The reference model's working copy of the warehouse.
 
 Training and inference take minutes (hours at full scale on a GPU); holding the warehouse's single writer
 lock that long would stall every other step. ``snapshot`` copies what the model reads into an in-memory
@@ -12,16 +12,9 @@ for seconds:
 
 Training snapshots the silver side and its labels only, inference the images only (no labels): a gold label
 edit retrains and re-predicts nothing (issue 23).
-
-``database_images`` lists the images of an exported EHRXQA database (TB_CXR; with gender from PATIENTS and
-the MIMIC-CXR-JPG path), because the gold database also holds the later studies of gold patients, which no
-split lists but whose FUNC_VQA questions the reference model must answer.
 """
 
 from __future__ import annotations
-
-import sqlite3
-from pathlib import Path
 
 import duckdb
 import polars as pl
@@ -30,24 +23,6 @@ from ehrxqa_pipeline.sources.schema import image_relpath_sql
 
 SIDES = ("silver", "gold")
 EXTRA_SPLIT = "ehrxqa"
-IMAGE_COLUMNS = {"image_id": pl.String, "subject_id": pl.Int64, "study_id": pl.Int64, "view_position": pl.String,
-                 "gender": pl.String}
-
-
-def database_images(database: str | Path) -> pl.DataFrame:
-    """image_id, subject_id, study_id, view_position, gender of every TB_CXR image of an exported database."""
-    path = Path(database)
-    if not path.is_file():
-        raise FileNotFoundError(f"EHRXQA database not found: {path}; materialize ehr_db first")
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        rows = conn.execute(
-            "SELECT CAST(t.image_id AS TEXT), CAST(t.subject_id AS INTEGER), CAST(t.study_id AS INTEGER), "
-            "UPPER(MIN(t.viewposition)), UPPER(MIN(p.gender)) FROM tb_cxr t "
-            "LEFT JOIN patients p ON p.subject_id = t.subject_id GROUP BY 1, 2, 3 ORDER BY 1").fetchall()
-    finally:
-        conn.close()
-    return pl.DataFrame(rows, schema=IMAGE_COLUMNS, orient="row")
 
 
 def _copy(src: duckdb.DuckDBPyConnection, dst: duckdb.DuckDBPyConnection, table: str, sql: str) -> None:
