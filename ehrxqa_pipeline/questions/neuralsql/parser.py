@@ -25,6 +25,7 @@ Rewrites (the executable SQL is sqlglot's SQLite rendering of the rewritten tree
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -254,12 +255,24 @@ def parse_neuralsql(sql: str, *, tables: Collection[str] | None = None, function
                     hidden_tables: Collection[str] = ("tb_cxr_plus",), postprocess: bool = True) -> ParsedQuery:
     """Parse and validate one NeuralSQL (or plain SQL) query; see the module docstring.
 
-    ``tables`` / ``functions``: lower-case names known to the database (None skips that check).
+    ``tables`` / ``functions``: names known to the database (None skips that check).
+
+    The result depends on these arguments only, so it is kept per process (``_parse``): the scores run each
+    test item's query once per VQA module, and a rebuild checks the items it checked before. A query that
+    fails raises again on every call (exceptions are not kept).
     """
+    def names(values):
+        return None if values is None else frozenset(v.lower() for v in values)
+
+    return _parse(sql, names(tables), names(functions), names(hidden_tables), postprocess)
+
+
+@functools.lru_cache(maxsize=1 << 16)  # ParsedQuery holds two query texts: tens of MB at most
+def _parse(sql: str, tables: frozenset[str] | None, functions: frozenset[str] | None, hidden_tables: frozenset[str],
+           postprocess: bool) -> ParsedQuery:
     source = postprocess_query(sql) if postprocess else sql
     root = _parse_one(source)
-    _check_names(root, source, None if tables is None else {t.lower() for t in tables},
-                 None if functions is None else {f.lower() for f in functions}, {t.lower() for t in hidden_tables})
+    _check_names(root, source, tables, functions, hidden_tables)
     found = []
     for node in list(root.find_all(exp.Anonymous)):
         if _is_vqa(node):
