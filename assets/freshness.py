@@ -16,7 +16,8 @@ _INPUT = "dagster/input_data_version/"
 
 class _Latest:
     """The latest data-version record of each asset (partition) on the instance, read once per pass: the latest
-    materializations of all unpartitioned assets in one query, sources and partitions one by one."""
+    materializations of all unpartitioned assets in one query, a partitioned asset's partitions in two queries
+    when one of them is first asked for, sources one by one (the asset records hold no observation)."""
 
     def __init__(self, instance: dg.DagsterInstance, graph):
         self.instance, self.graph = instance, graph
@@ -24,12 +25,25 @@ class _Latest:
         self._records = dict.fromkeys(((k, None) for k in keys), None)  # none: never materialized
         for record in instance.get_asset_records(keys):
             self._records[(record.asset_entry.asset_key, None)] = record.asset_entry.last_materialization_record
+        self._partitioned: set[dg.AssetKey] = set()
 
     def record(self, key: dg.AssetKey, partition: str | None = None):
+        if partition is not None and key not in self._partitioned:
+            self._partitioned.add(key)
+            self._records.update(self._latest_by_partition(key))
         if (key, partition) not in self._records:
             self._records[(key, partition)] = self.instance.get_latest_data_version_record(
                 key, is_source=key not in self.graph.materializable_asset_keys, partition_key=partition)
         return self._records[(key, partition)]
+
+    def _latest_by_partition(self, key: dg.AssetKey) -> dict:
+        latest = self.instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION)
+        if not latest:
+            return {}
+        found = self.instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=key, storage_ids=list(latest.values())), limit=len(latest)).records
+        by_id = {r.storage_id: r for r in found}
+        return {(key, p): by_id.get(i) for p, i in latest.items()}
 
     def event(self, key: dg.AssetKey, partition: str | None = None):
         """The materialization (observation, for a source) of ``record``; None when there is none."""

@@ -6,6 +6,7 @@ import dagster as dg
 import pytest
 
 from assets.automation import ON_CHANGE, RELEASE_ON_CHANGE
+from assets import freshness
 from assets.freshness import out_of_date
 from assets.ehrxqa import sampling_run_config
 from ehrxqa_pipeline.cli.build import build, materialize
@@ -99,11 +100,7 @@ def requested(result, graph=GRAPH) -> set[str]:
 
 
 def data_versions(instance) -> dict[str, str | None]:
-    out = {}
-    for key in GRAPH.materializable_asset_keys:
-        event = instance.get_latest_materialization_event(key)
-        out[key.to_user_string()] = event.asset_materialization.tags.get("dagster/data_version") if event else None
-    return out
+    return freshness.data_versions(GRAPH, instance, GRAPH.materializable_asset_keys)
 
 
 # The release assets wait until nothing upstream of them is out of date (assets.automation.UpstreamCurrent).
