@@ -21,7 +21,8 @@ from ehrxqa_pipeline.questions.ehrxqa import CATALOG, stats
 from ehrxqa_pipeline.questions.ehrxqa.records import (STORED_SCHEMA, build_records, catalog_rows, check_stored,
                                                       stored_frame, write_json, write_release)
 from ehrxqa_pipeline.questions.ehrxqa.resolved import check_resolved
-from ehrxqa_pipeline.questions.ehrxqa.sampling import DATABASES, SPLITS, DatabaseFiles, SamplingCaps, sample_database
+from ehrxqa_pipeline.questions.ehrxqa.sampling import (DATABASES, SPLITS, SPLITS_OF, DatabaseFiles, SamplingCaps,
+                                                       sample_database)
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
 from ehrxqa_pipeline.questions.neuralsql.shapes import shape_counts
 from ehrxqa_pipeline.warehouse import replace_tables
@@ -30,7 +31,8 @@ from resources import PipelineConfig, Warehouse
 CATALOG_KEY = dg.AssetKey([names.EHRXQA, "catalog"])
 QUESTION_KEYS = {which: dg.AssetKey([names.EHRXQA, which]) for which in DATABASES}
 STATS_KEY = dg.AssetKey([names.EHRXQA, "statistics"])
-RELEASE_KEY = dg.AssetKey([names.RELEASE, "ehrxqa"])
+# the release files of each database's splits: release/ehrxqa/silver (train, valid), release/ehrxqa/gold (test)
+RELEASE_KEYS = {which: dg.AssetKey([names.RELEASE, names.EHRXQA, which]) for which in DATABASES}
 SCHEMA = names.EHRXQA
 COMMON = dict(automation_condition=ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"])
 REPORT_SCHEMA = load_contract("ehrxqa.sampling_report").polars_schema()
@@ -125,7 +127,7 @@ def catalog(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Materia
         "templates_per_modality": dg.MetadataValue.json(per_modality), "path": dg.MetadataValue.path(str(path))})
 
 
-SPLITS_OF = {"silver": "train and valid", "gold": "test"}
+SPLIT_WORDS = {"silver": "train and valid", "gold": "test"}
 
 
 def _questions_asset(which: str) -> dg.AssetsDefinition:
@@ -135,7 +137,7 @@ def _questions_asset(which: str) -> dg.AssetsDefinition:
 
     @dg.asset(key=key, group_name=names.EHRXQA, code_version="4", kinds={"duckdb", "sqlite"},
               deps=[DB_KEYS[which], CATALOG_KEY],
-              description=f"Grain: one row per sampled EHRXQA item of the {SPLITS_OF[which]} split"
+              description=f"Grain: one row per sampled EHRXQA item of the {SPLIT_WORDS[which]} split"
                           f"{'s' if which == 'silver' else ''} (split, id, template, question, gold SQL, NeuralSQL, "
                           f"answer, record fields), from the {which} database: per template {cap} (run config "
                           "changes the caps); a draw is kept only if its gold SQL over TB_CXR_PLUS gives a valid "
@@ -161,7 +163,7 @@ def _questions_asset(which: str) -> dg.AssetsDefinition:
                                   f"{which}_sampling_config": settings_used})
         none = [f"{i} {db}: {why}" for i, db, why in
                 reports.filter(pl.col("kept") == 0).select("template_index", "database", "reason").iter_rows()]
-        per_split = {s: frame.filter(pl.col("split") == s).height for s in SPLITS if s in SPLITS_OF[which]}
+        per_split = {s: frame.filter(pl.col("split") == s).height for s in SPLITS_OF[which]}
         per_scope = {f"{scope}/{split}": n for scope, split, n in
                      frame.group_by("scope", "split").len().sort("scope", "split").iter_rows()}
         content = frame.write_csv() + reports.write_csv() + settings_used.write_csv()
@@ -230,70 +232,94 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
         "templates_below_cap": sum(1 for r in per if r["silver_reason"] or r["gold_reason"])})
 
 
-@dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="4", deps=[*QUESTION_KEYS.values(), POOLS_KEY],
-          kinds={"json"},
-          description="Grain: one JSON record per EHRXQA item in the published format (db_id, split, id, question, "
-                      "template, query, value, q_tag, t_tag, o_tag, v_tag, tag, para_type, is_impossible, answer) "
-                      "plus resolved_value (the studies the query resolves; value = the database values written "
-                      "in the question), one file per split: EHRXQA_HOME/release/ehrxqa/{train,valid,test}.json "
-                      "(indent 4). "
-                      "question = a phrasing of the template's pool side (train / valid+test) filled with the "
-                      "words the item was sampled with (ehrxqa.questions.fills); templates without a pool keep "
-                      "the filled template. Source: ehrxqa.silver, ehrxqa.gold, paraphrase.pools.", **COMMON)
-def release_ehrxqa(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
-                   warehouse: Warehouse) -> dg.MaterializeResult:
-    frame = _questions(warehouse)
-    seed = pipeline_config.settings().seed
-    with warehouse.connect() as con:
-        pools = con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl()
-    records = build_records(choose_ehrxqa_phrasings(frame.select(list(STORED_SCHEMA)), pools, seed))
-    phrased = {}
-    for recs in records.values():
-        for r in recs:
-            phrased[r["para_type"]] = phrased.get(r["para_type"], 0) + 1
-    out = pipeline_config.settings().release_dir / "ehrxqa"
-    context.log.info(f"writing {sum(map(len, records.values()))} records to {out}/{{{','.join(SPLITS)}}}.json")
-    paths = write_release(records, out)
-    return dg.MaterializeResult(metadata={
-        **records_metadata([r for s in SPLITS for r in records[s]]), "path": dg.MetadataValue.path(str(out)),
-        "records_per_split": dg.MetadataValue.json({s: len(records[s]) for s in SPLITS}),
-        "questions_per_para_type": dg.MetadataValue.json(dict(sorted(phrased.items()))),
-        "files": dg.MetadataValue.json({s: str(p) for s, p in paths.items()})})
+def _release_asset(which: str) -> dg.AssetsDefinition:
+    """release/ehrxqa/<which>: the release files of one database's splits (silver: train and valid, gold: test),
+    so an edit on one side rewrites and re-checks that side's files only (issue 23)."""
+    splits = SPLITS_OF[which]
+    files = ",".join(splits)
+
+    @dg.asset(key=RELEASE_KEYS[which], group_name=names.RELEASE, code_version="5", deps=[QUESTION_KEYS[which], POOLS_KEY],
+              kinds={"json"},
+              description="Grain: one JSON record per EHRXQA item in the published format (db_id, split, id, question, "
+                          "template, query, value, q_tag, t_tag, o_tag, v_tag, tag, para_type, is_impossible, answer) "
+                          "plus resolved_value (the studies the query resolves; value = the database values written "
+                          f"in the question), one file per split: EHRXQA_HOME/release/ehrxqa/{{{files}}}.json (indent "
+                          "4). question = a phrasing of the template's pool side (train / valid+test) filled with the "
+                          "words the item was sampled with (ehrxqa.questions.fills); templates without a pool keep "
+                          f"the filled template. Source: ehrxqa.{which}, paraphrase.pools.", **COMMON)
+    def _asset(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
+               warehouse: Warehouse) -> dg.MaterializeResult:
+        frame = _questions(warehouse, databases=(which,))
+        seed = pipeline_config.settings().seed
+        with warehouse.connect() as con:
+            pools = con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl()
+        # phrasings are drawn per split (paraphrase.apply), so one side's records are those of both sides together
+        built = build_records(choose_ehrxqa_phrasings(frame.select(list(STORED_SCHEMA)), pools, seed))
+        records = {s: built[s] for s in splits}
+        phrased = {}
+        for recs in records.values():
+            for r in recs:
+                phrased[r["para_type"]] = phrased.get(r["para_type"], 0) + 1
+        out = pipeline_config.settings().release_dir / "ehrxqa"
+        context.log.info(f"writing {sum(map(len, records.values()))} records to {out}/{{{files}}}.json")
+        paths = write_release(records, out)
+        return dg.MaterializeResult(metadata={
+            **records_metadata([r for s in splits for r in records[s]]), "path": dg.MetadataValue.path(str(out)),
+            "records_per_split": dg.MetadataValue.json({s: len(records[s]) for s in splits}),
+            "questions_per_para_type": dg.MetadataValue.json(dict(sorted(phrased.items()))),
+            "files": dg.MetadataValue.json({s: str(p) for s, p in paths.items()})})
+
+    return _asset
 
 
-@dg.asset_check(asset=RELEASE_KEY, name="resolved_studies", blocking=True, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
-                additional_deps=[*QUESTION_KEYS.values()], automation_condition=with_its_asset_only(RELEASE_KEY),
-                description="Every released record of a 1-image or 2-image template names the studies its released "
-                            "query resolves on the released SQLite database (train/valid: silver, test: gold): "
-                            "resolved_value (study_id, or study_id1 / study_id2) and the study ids written in value "
-                            "equal what the derived tables t1 / t2 return; every other record has resolved_value {}.")
-def resolved_studies(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.AssetCheckResult:
-    settings = pipeline_config.settings()
+def _released(settings, which: str) -> dict[str, list[dict]]:
     out = settings.release_dir / "ehrxqa"
-    records = {s: json.loads((out / f"{s}.json").read_text()) for s in SPLITS}
-    template_of = {(s, i): (t, scope) for s, i, t, scope in
-                   _questions(warehouse, "split, id, template_index, scope").iter_rows()}
-    databases = {which: database_dir(settings, which) / "mimic_iv_cxr.db" for which in DATABASES}
-    differences, checked = check_resolved(records, template_of, databases)
-    total = sum(len(r) for r in records.values())
-    return dg.AssetCheckResult(
-        passed=not differences, severity=dg.AssetCheckSeverity.ERROR,
-        description=f"{len(differences)} differences over {checked} records with study references "
-                    f"({total} records)",
-        metadata={"records": total, "records_with_studies": checked, "differences": len(differences),
-                  "first_differences": dg.MetadataValue.json([d.row() for d in differences[:SHOW_MISMATCHES]])})
+    return {s: json.loads((out / f"{s}.json").read_text()) for s in SPLITS_OF[which]}
 
 
-@dg.asset_check(asset=RELEASE_KEY, name="neuralsql_shapes", blocking=True, automation_condition=WITH_ITS_ASSET,
-                description="Every released query that reaches an image does so in one of the published NeuralSQL "
-                            "shapes P1-P4 (ehrxqa_pipeline/questions/neuralsql/shapes.py), the ways the authors' "
-                            "published executor runs func_vqa; any other shape fails the release.")
-def neuralsql_shapes(pipeline_config: PipelineConfig) -> dg.AssetCheckResult:
-    out = pipeline_config.settings().release_dir / "ehrxqa"
-    records = {s: json.loads((out / f"{s}.json").read_text()) for s in SPLITS}
-    counts, refused = shape_counts(records)
-    return dg.AssetCheckResult(
-        passed=not refused, severity=dg.AssetCheckSeverity.ERROR,
-        description=f"{len(refused)} queries outside the published shapes; per shape: {counts}",
-        metadata={"per_shape": dg.MetadataValue.json(counts), "refused": len(refused),
-                  "first_refused": dg.MetadataValue.json(refused[:SHOW_MISMATCHES])})
+def _resolved_check(which: str) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=RELEASE_KEYS[which], name="resolved_studies", blocking=True, pool=DUCKDB_POOL,
+                    op_tags=DUCKDB_TAGS, additional_deps=[QUESTION_KEYS[which]],
+                    automation_condition=with_its_asset_only(RELEASE_KEYS[which]),
+                    description="Every released record of a 1-image or 2-image template names the studies its "
+                                "released query resolves on the released SQLite database of its side (train/valid: "
+                                "silver, test: gold): resolved_value (study_id, or study_id1 / study_id2) and the "
+                                "study ids written in value equal what the derived tables t1 / t2 return; every "
+                                "other record has resolved_value {}.")
+    def _check(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.AssetCheckResult:
+        settings = pipeline_config.settings()
+        records = _released(settings, which)
+        template_of = {(s, i): (t, scope) for s, i, t, scope in
+                       _questions(warehouse, "split, id, template_index, scope", (which,)).iter_rows()}
+        differences, checked = check_resolved(records, template_of,
+                                              {which: database_dir(settings, which) / "mimic_iv_cxr.db"})
+        total = sum(len(r) for r in records.values())
+        return dg.AssetCheckResult(
+            passed=not differences, severity=dg.AssetCheckSeverity.ERROR,
+            description=f"{len(differences)} differences over {checked} records with study references "
+                        f"({total} records)",
+            metadata={"records": total, "records_with_studies": checked, "differences": len(differences),
+                      "first_differences": dg.MetadataValue.json([d.row() for d in differences[:SHOW_MISMATCHES]])})
+
+    return _check
+
+
+def _shapes_check(which: str) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=RELEASE_KEYS[which], name="neuralsql_shapes", blocking=True,
+                    automation_condition=WITH_ITS_ASSET,
+                    description="Every released query that reaches an image does so in one of the published "
+                                "NeuralSQL shapes P1-P4 (ehrxqa_pipeline/questions/neuralsql/shapes.py), the ways the "
+                                "authors' published executor runs func_vqa; any other shape fails the release.")
+    def _check(pipeline_config: PipelineConfig) -> dg.AssetCheckResult:
+        counts, refused = shape_counts(_released(pipeline_config.settings(), which))
+        return dg.AssetCheckResult(
+            passed=not refused, severity=dg.AssetCheckSeverity.ERROR,
+            description=f"{len(refused)} queries outside the published shapes; per shape: {counts}",
+            metadata={"per_shape": dg.MetadataValue.json(counts), "refused": len(refused),
+                      "first_refused": dg.MetadataValue.json(refused[:SHOW_MISMATCHES])})
+
+    return _check
+
+
+RELEASE_ASSETS = [_release_asset(which) for which in DATABASES]
+RELEASE_CHECKS = [check(which) for which in DATABASES for check in (_resolved_check, _shapes_check)]

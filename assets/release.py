@@ -41,7 +41,7 @@ COMMON = dict(group_name=names.RELEASE, automation_condition=RELEASE_ON_CHANGE, 
 # Every asset that writes a file under EHRXQA_HOME/release: the manifest runs after all of them (and hashes
 # whatever is there). An asset that starts writing there belongs in this list (e.g. vqa_scoring/scores).
 RELEASE_INPUTS: list[dg.AssetKey] = [
-    mimic_cxr_vqa.RELEASE_KEY, mimic_cxr_vqa.STATS_KEY, ehrxqa.RELEASE_KEY, ehrxqa.STATS_KEY, ehrxqa.CATALOG_KEY,
+    mimic_cxr_vqa.RELEASE_KEY, mimic_cxr_vqa.STATS_KEY, *ehrxqa.RELEASE_KEYS.values(), ehrxqa.STATS_KEY, ehrxqa.CATALOG_KEY,
     DB_KEYS["silver"], DB_KEYS["gold"], PARAPHRASE_STATS_KEY, STATISTICS_KEY, PLOTS_KEY, DATASHEET_KEY,
     vqa_scoring.SCORES_KEY, DOWNLOADS_KEY, IMAGES_KEY,
 ]
@@ -159,7 +159,7 @@ def _asset_code_versions(defs: dg.Definitions) -> dict[str, str | None]:
 
 
 @dg.asset(key=STATISTICS_KEY, code_version="1", kinds={"json", "markdown"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
-          deps=[mimic_cxr_vqa.STATS_KEY, mimic_cxr_vqa.RELEASE_KEY, ehrxqa.STATS_KEY, ehrxqa.RELEASE_KEY,
+          deps=[mimic_cxr_vqa.STATS_KEY, mimic_cxr_vqa.RELEASE_KEY, ehrxqa.STATS_KEY, *ehrxqa.RELEASE_KEYS.values(),
                 *QUARANTINES],
           description="Grain: one file pair of release statistics: paper Tables B4-B6 (copied from "
                       "mimic_cxr_vqa/statistics) and C9 (from ehrxqa/statistics), the cohort funnels, rows set "

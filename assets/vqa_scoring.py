@@ -24,12 +24,10 @@ from assets.splits import SPLIT_KEYS
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.atomic import write_bytes, write_text
 from ehrxqa_pipeline.contracts import load_contract
-from ehrxqa_pipeline.cxr.ratios import GOLD_BOXES_SQL, SILVER_BOXES_SQL, ratios_sql
 from ehrxqa_pipeline.release.plots import markdown_image
 from ehrxqa_pipeline.sources.images import images_dir
 from ehrxqa_pipeline.vqa.predictions import (IMAGES_CONTRACT, IMAGES_SCHEMA, RELATIONS_CONTRACT, RELATIONS_SCHEMA,
                                              Predictions)
-from ehrxqa_pipeline.vqa.workspace import EXTRA_SPLIT
 from ehrxqa_pipeline.warehouse import replace_partition, replace_tables, transaction
 from resources import PipelineConfig, VqaDevice, Warehouse
 
@@ -43,21 +41,6 @@ SCORES_KEY = dg.AssetKey([names.VQA_SCORING, "scores"])
 TRAIN_WORKSPACE = [SPLIT_KEYS["silver"], ONTOLOGY_KEY, LABEL_KEYS["silver"], ingest_key("silver_bbox")]
 PREDICT_WORKSPACE = [SPLIT_KEYS["silver"], GOLD_COHORT_KEY, ONTOLOGY_KEY, ingest_key("silver_bbox"),
                      ingest_key("gold_bbox")]
-# Every gold-cohort image: the first studies (the test images, and so split 'test') with the CTR / MTR of the
-# given boxes as splits.gold computes them (gold boxes, silver where a gold box gives none), and the later
-# studies the gold database asks about (split 'ehrxqa'). From the cohort and the boxes, not from splits.gold,
-# whose rows also say which images are abnormal: a gold label edit re-predicts nothing (issue 23).
-_COHORT_BOXES = "split_part(object_id, '_', 1) IN (SELECT image_id FROM cxr_cohort.gold)"
-GOLD_COHORT_IMAGES_SQL = f"""
-    WITH s AS ({ratios_sql(f"{SILVER_BOXES_SQL} WHERE {_COHORT_BOXES}")}), g AS ({ratios_sql(GOLD_BOXES_SQL)})
-    SELECT c.image_id, c.subject_id, c.study_id, c.view_position, NULL::VARCHAR AS gender,
-           CASE WHEN c.study_order = 1 THEN 'test' ELSE '{EXTRA_SPLIT}' END AS split,
-           CASE WHEN c.study_order = 1 THEN coalesce(g.ctr, s.ctr) END AS ctr,
-           CASE WHEN c.study_order = 1 THEN coalesce(g.mtr, s.mtr) END AS mtr
-    FROM cxr_cohort.gold c LEFT JOIN s USING (image_id) LEFT JOIN g USING (image_id)
-    ORDER BY c.image_id"""
-
-
 def train_workspace(con):
     """The reference model's training copy: the silver splits and labels (``TRAIN_WORKSPACE``)."""
     from ehrxqa_pipeline.vqa.workspace import snapshot
@@ -68,7 +51,7 @@ def train_workspace(con):
 def predict_workspace(con, top_folder: str):
     """The inference copy of one top folder: the silver split (valid chooses the decision rule) and every
     gold-cohort image, no labels (``PREDICT_WORKSPACE``)."""
-    from ehrxqa_pipeline.vqa.workspace import snapshot
+    from ehrxqa_pipeline.vqa.workspace import GOLD_COHORT_IMAGES_SQL, snapshot
 
     return snapshot(con, con.execute(GOLD_COHORT_IMAGES_SQL).pl(), top_folder=top_folder, sides=("silver",))
 SCHEMA = names.VQA_SCORING

@@ -133,8 +133,10 @@ def _changed_build(env: dict[str, str]) -> tuple[float, list[str], int]:
     done = subprocess.run([EHRXQA, "build", "--changed"], env={**os.environ, **env}, capture_output=True, text=True)
     wall = time.perf_counter() - start
     summary = done.stdout.split("\n\n")
-    assets = sorted({m.group(1) for block in summary for m in re.finditer(r"^([a-z_]+/[a-z_]+(?:\[p\d+\])?) ",
-                                                                           block, flags=re.M)})
+    key = r"[a-z_]+(?:/[a-z_]+)+(?:\[p\d+\])?"  # group/name, group/name/side, group/name[p10]
+    assets = sorted({m.group(1) for block in summary for m in re.finditer(rf"^({key}) ", block, flags=re.M)})
+    if done.returncode:
+        print((done.stdout + done.stderr)[-2000:], flush=True)  # why it failed, in the bench log
     return wall, assets, done.returncode
 
 

@@ -44,13 +44,14 @@ def choose_executor(kind: str | None = None) -> dg.ExecutorDefinition:
 # partitioned asset, so each runs as one run. Everything at once: "Materialize all" in the UI, `ehrxqa build`
 # or the weekly schedule (they split the partitioned image steps per top folder).
 _REL = dg.AssetSelection.keys
+EHRXQA_RELEASE = ("release/ehrxqa/silver", "release/ehrxqa/gold")
 JOBS = [
     dg.define_asset_job("mimic_cxr_vqa", dg.AssetSelection.groups("mimic_cxr_vqa") | _REL("release/mimic_cxr_vqa"),
                         description="MIMIC-CXR-VQA questions, statistics and release files from the current splits."),
-    dg.define_asset_job("ehrxqa", dg.AssetSelection.groups("ehr_db", "ehrxqa") | _REL("release/ehrxqa"),
+    dg.define_asset_job("ehrxqa", dg.AssetSelection.groups("ehr_db", "ehrxqa") | _REL(*EHRXQA_RELEASE),
                         description="EHRXQA databases, sampled items with their checks, and release files."),
     dg.define_asset_job("paraphrase_review", dg.AssetSelection.groups("paraphrase")
-                        | _REL("release/mimic_cxr_vqa", "release/ehrxqa"),
+                        | _REL("release/mimic_cxr_vqa", *EHRXQA_RELEASE),
                         description="After editing paraphrases/reviewed.csv: review state, pools and the released "
                                     "questions drawn from them."),
     dg.define_asset_job("release", dg.AssetSelection.groups("release"),

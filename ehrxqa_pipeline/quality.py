@@ -223,12 +223,16 @@ def check_gx(con, contract: Contract, sample_rows: int = 100_000) -> CheckOutcom
     """Run the contract's Great Expectations suite on the table (or a deterministic sample of it)."""
     quiet_third_parties()  # privacy: no usage analytics leave the machine; no progress bars in the logs
     import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
 
     schema, table = contract.group, contract.table
     rows = _count(con, f"SELECT count(*) FROM {schema}.{quote(table)}")
     sample = "" if rows <= sample_rows else f" USING SAMPLE reservoir({sample_rows} ROWS) REPEATABLE (7)"
     pdf = con.execute(f"SELECT * FROM {schema}.{quote(table)}{sample}").df()
     ctx = gx.get_context(mode="ephemeral")
+    # no "Calculating Metrics" bars in the build log: TQDM_DISABLE is read when tqdm is first imported, which
+    # a step that imported torch before has already done
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
     batch = (ctx.data_sources.add_pandas(f"{schema}_{table}").add_dataframe_asset(table)
              .add_batch_definition_whole_dataframe("whole"))
     suite = ctx.suites.add(gx.ExpectationSuite(name=f"{schema}.{table}",

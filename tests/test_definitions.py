@@ -164,8 +164,9 @@ def test_weekly_schedule_targets_every_asset_in_utc():
 
 @pytest.mark.parametrize("name, must", [
     ("mimic_cxr_vqa", {"mimic_cxr_vqa/silver", "mimic_cxr_vqa/gold", "release/mimic_cxr_vqa"}),
-    ("ehrxqa", {"ehr_db/silver", "ehr_db/gold", "ehrxqa/silver", "ehrxqa/gold", "release/ehrxqa"}),
-    ("paraphrase_review", {"paraphrase/pools", "release/mimic_cxr_vqa", "release/ehrxqa"}),
+    ("ehrxqa", {"ehr_db/silver", "ehr_db/gold", "ehrxqa/silver", "ehrxqa/gold", "release/ehrxqa/silver",
+                "release/ehrxqa/gold"}),
+    ("paraphrase_review", {"paraphrase/pools", "release/mimic_cxr_vqa", "release/ehrxqa/silver", "release/ehrxqa/gold"}),
     ("release", {"release/manifest", "release/datasheet"}),
 ])
 def test_named_jobs_for_what_users_rebuild(name, must):
@@ -216,7 +217,7 @@ def test_sensor_runs_every_check_of_what_it_materializes():
 
 
 def test_a_check_with_its_asset_only_waits_for_its_asset():
-    """release/ehrxqa:resolved_studies reads ehrxqa.silver and ehrxqa.gold too (an additional dep, upstream of its asset): with
+    """release/ehrxqa/<side>:resolved_studies reads ehrxqa.<side> too (an additional dep, upstream of its asset): with
     ``with_its_asset_only`` it is not requested when only that dep is, which would check the new questions against
     the previous release files."""
     from assets.automation import WITH_ITS_ASSET, with_its_asset_only

@@ -215,12 +215,13 @@ EHRXQA_FIELDS = ("db_id", "split", "id", "question", "template", "query", "value
 
 def test_ehrxqa_release_files_checked_and_counted(built):
     settings, instance, _, summary = built
-    assert {"ehrxqa/catalog", "ehrxqa/silver", "ehrxqa/gold", "ehrxqa/statistics", "release/ehrxqa"} <= \
+    assert {"ehrxqa/catalog", "ehrxqa/silver", "ehrxqa/gold", "ehrxqa/statistics", "release/ehrxqa/silver",
+            "release/ehrxqa/gold"} <= \
         set(summary.materialized)
     assert {(f"ehrxqa/{which}", "neuralsql_consistency", True) for which in ("silver", "gold")} <= \
         {c[:3] for c in summary.checks}
-    assert ("release/ehrxqa", "resolved_studies", True) in {c[:3] for c in summary.checks}
-    assert ("release/ehrxqa", "neuralsql_shapes", True) in {c[:3] for c in summary.checks}
+    assert {(f"release/ehrxqa/{side}", check, True) for side in ("silver", "gold")
+            for check in ("resolved_studies", "neuralsql_shapes")} <= {c[:3] for c in summary.checks}
     assert ("release/manifest", "consistent", True) in {c[:3] for c in summary.checks}
     out = settings.release_dir / "ehrxqa"
     catalog = json.loads((out / "template_catalog.json").read_text())

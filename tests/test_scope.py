@@ -96,3 +96,28 @@ def test_scope_is_checked_after_validity_and_on_the_ingested_table(source_copy, 
     con.execute("UPDATE ingest.silver_relations SET categoryID = 'texture' WHERE rowid < 3")
     outcome = check_types_and_keys(con, contract)
     assert not outcome.passed and outcome.metadata["rule_violations"] == {SCOPE: 3}
+
+
+def test_the_great_expectations_checks_draw_no_progress_bars(tmp_path):
+    """In a build, torch (the VQA steps) imports tqdm before the first contract check, and tqdm reads
+    TQDM_DISABLE only then: the check turns Great Expectations' "Calculating Metrics" bars off itself. In a fresh
+    interpreter that imported tqdm with the variable unset, as a build's process has."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import os
+        os.environ.pop("TQDM_DISABLE", None)
+        import tqdm, duckdb
+        from ehrxqa_pipeline.contracts import load_contract
+        from ehrxqa_pipeline.quality import check_gx
+        contract = load_contract("ingest/d_labitems")
+        con = duckdb.connect()
+        con.execute("CREATE SCHEMA ingest")
+        con.execute(f"CREATE TABLE ingest.d_labitems ({contract.duckdb_columns()})")
+        print("expectations", check_gx(con, contract).metadata["expectations"])
+    """)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "expectations" in run.stdout, run.stderr[-2000:]
+    assert "Calculating Metrics" not in run.stderr, run.stderr[-500:]

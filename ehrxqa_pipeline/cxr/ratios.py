@@ -56,3 +56,10 @@ GOLD_BOXES_SQL = """
            CAST(string_split(trim(coord224, '[] '), ',')[1] AS DOUBLE) AS x1,
            CAST(string_split(trim(coord224, '[] '), ',')[3] AS DOUBLE) AS x2
     FROM ingest.gold_bbox"""
+
+
+def test_image_ratio(name: str, gold: str = "g", silver: str = "s") -> str:
+    """SQL of a test (gold) image's ratio ``name`` (``ctr`` or ``mtr``) from the rows ``gold`` and ``silver`` of
+    ``ratios_sql`` over the gold and the silver boxes: the radiologist-corrected gold boxes', the silver
+    detector's where the gold boxes give none."""
+    return f"coalesce({gold}.{name}, {silver}.{name})"

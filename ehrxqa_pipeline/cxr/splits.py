@@ -68,7 +68,7 @@ def build_splits(con, side: str, seed: int, valid_fraction: float = VALID_FRACTI
     silver_reason, and gold_reason on the gold side; ``no_boxes`` where the box set has none of the ratio
     boxes). Each side reads only its own cohort and labels, so an edit on one side leaves the other's tables
     as they are."""
-    from ehrxqa_pipeline.cxr.ratios import GOLD_BOXES_SQL, SILVER_BOXES_SQL, ratios_sql
+    from ehrxqa_pipeline.cxr.ratios import GOLD_BOXES_SQL, SILVER_BOXES_SQL, ratios_sql, test_image_ratio
     from ehrxqa_pipeline.sources.schema import image_relpath_sql
 
     if side not in SIDES:
@@ -80,7 +80,7 @@ def build_splits(con, side: str, seed: int, valid_fraction: float = VALID_FRACTI
         con.execute(f"CREATE OR REPLACE TEMP TABLE _gold_ratios AS {ratios_sql(GOLD_BOXES_SQL)}")
         labelled = """SELECT c.*, 'test' AS split FROM cxr_cohort.gold c
                       JOIN cxr_labels.gold_images USING (image_id) WHERE c.study_order = 1"""
-        ratio = "coalesce(g.{0}, s.{0})"  # the radiologist-corrected gold boxes, silver where a gold box is missing
+        ratio = test_image_ratio
         gold_join = "LEFT JOIN _gold_ratios g USING (image_id)"
         order = "l.subject_id, l.study_order"
     else:
@@ -91,14 +91,14 @@ def build_splits(con, side: str, seed: int, valid_fraction: float = VALID_FRACTI
         con.register("_assign", assign_patient_splits(studies, seed, valid_fraction))
         labelled = """SELECT c.*, a.split FROM cxr_cohort.silver c
                       JOIN cxr_labels.silver_images USING (image_id) JOIN _assign a USING (subject_id)"""
-        ratio, gold_join = "s.{0}", ""
+        ratio, gold_join = (lambda name: f"s.{name}"), ""
         order = "CASE l.split WHEN 'train' THEN 0 ELSE 1 END, l.subject_id, l.study_order"
     con.execute(f"""
     CREATE OR REPLACE TABLE splits.{side} AS
     WITH labelled AS ({labelled})
     SELECT l.image_id, l.subject_id, l.study_id, l.split, l.view_position, p.gender,
            {image_relpath_sql('l.subject_id', 'l.study_id', 'l.image_id')} AS image_path,
-           {ratio.format('ctr')} AS ctr, {ratio.format('mtr')} AS mtr,
+           {ratio('ctr')} AS ctr, {ratio('mtr')} AS mtr,
            EXISTS (SELECT 1 FROM cxr_labels.{side} x WHERE x.image_id = l.image_id) AS abnormal
     FROM labelled l LEFT JOIN ingest.patients p USING (subject_id)
     LEFT JOIN _silver_ratios s USING (image_id) {gold_join}

@@ -19,10 +19,25 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from ehrxqa_pipeline.cxr.ratios import GOLD_BOXES_SQL, SILVER_BOXES_SQL, ratios_sql, test_image_ratio
 from ehrxqa_pipeline.sources.schema import image_relpath_sql
 
 SIDES = ("silver", "gold")
 EXTRA_SPLIT = "ehrxqa"
+
+# Every gold-cohort image, in the form of ``snapshot``'s ``extra`` rows: the first studies (the test images, and
+# so split 'test') with their CTR / MTR as splits.gold computes them (``test_image_ratio``), and the later studies
+# the gold database asks about (split EXTRA_SPLIT). From the cohort and the boxes, not from splits.gold, whose
+# rows also say which images are abnormal: the predictions that read it do not depend on any label (issue 23).
+_COHORT_BOXES = "split_part(object_id, '_', 1) IN (SELECT image_id FROM cxr_cohort.gold)"
+GOLD_COHORT_IMAGES_SQL = f"""
+    WITH s AS ({ratios_sql(f"{SILVER_BOXES_SQL} WHERE {_COHORT_BOXES}")}), g AS ({ratios_sql(GOLD_BOXES_SQL)})
+    SELECT c.image_id, c.subject_id, c.study_id, c.view_position, NULL::VARCHAR AS gender,
+           CASE WHEN c.study_order = 1 THEN 'test' ELSE '{EXTRA_SPLIT}' END AS split,
+           CASE WHEN c.study_order = 1 THEN {test_image_ratio('ctr')} END AS ctr,
+           CASE WHEN c.study_order = 1 THEN {test_image_ratio('mtr')} END AS mtr
+    FROM cxr_cohort.gold c LEFT JOIN s USING (image_id) LEFT JOIN g USING (image_id)
+    ORDER BY c.image_id"""
 
 
 def _copy(src: duckdb.DuckDBPyConnection, dst: duckdb.DuckDBPyConnection, table: str, sql: str) -> None:

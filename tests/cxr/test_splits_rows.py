@@ -82,6 +82,13 @@ def test_gold_side_keeps_labelled_first_studies_with_gold_boxes_first(con):
     assert _rows(con, "SELECT count(*) FROM splits.gold_ratio_gaps") == [(0,)]
     assert out == {"per_split": {"test": {"images": 3, "patients": 3, "abnormal_share": round(1 / 3, 4)}},
                    "rejected_no_labels": 1, "null_ratios_by_reason": {}}
+    # the predictions read the gold cohort and the boxes, not splits.gold (issue 23): they see the same ratios,
+    # g1's from both box sets; g3 is a later study the gold database asks about (no ratio); g4, unlabelled, too
+    from ehrxqa_pipeline.vqa.workspace import GOLD_COHORT_IMAGES_SQL
+
+    assert _rows(con, f"SELECT image_id, split, round(ctr, 6), round(mtr, 6) FROM ({GOLD_COHORT_IMAGES_SQL})") == [
+        ("g1", "test", 0.3, 0.25), ("g2", "test", 0.5, 0.25), ("g3", "ehrxqa", None, None), ("g4", "test", 0.5, 0.25),
+        ("g5", "test", 0.5, 0.25)]
 
 
 def test_a_null_ratio_names_each_box_set_tried(con):

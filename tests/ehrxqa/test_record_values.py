@@ -136,13 +136,14 @@ def test_tampered_records_fail_the_check(released, db_path):
     assert [(d.field, d.resolved) for d in bad] == [("resolved_value", {})]
     bad = tampered(2100, lambda r: r.update(query=r["query"].replace("tb_cxr.study_id", "tb_cxr.no_such_id", 1)))
     assert [d.field for d in bad] == ["resolved_value"] and bad[0].resolved.startswith("the query does not run")
-    with pytest.raises(ValueError, match="not in ehrxqa.questions"):
+    with pytest.raises(ValueError, match="not in ehrxqa.silver"):
         check_resolved(records, {}, _databases(db_path))
 
 
 def test_release_asset_check_blocks_a_planted_mismatch(frame, db_path, tmp_path):
-    """The blocking asset check ``resolved_studies`` on a small release laid out as the pipeline writes it."""
-    from assets.ehrxqa import RELEASE_KEY, resolved_studies
+    """The blocking asset check ``resolved_studies`` on a small release laid out as the pipeline writes it: the
+    gold side's check reads test.json and the gold database only."""
+    from assets.ehrxqa import RELEASE_CHECKS, RELEASE_KEYS
     from resources import PipelineConfig, Warehouse
 
     home = tmp_path / "home"
@@ -158,12 +159,14 @@ def test_release_asset_check_blocks_a_planted_mismatch(frame, db_path, tmp_path)
         con.execute(f"CREATE TABLE ehrxqa.{which} AS SELECT * FROM _f WHERE split IN {splits}")
     con.close()
     config = PipelineConfig(home=str(home))
+    resolved_studies = _check(RELEASE_CHECKS, "gold", "resolved_studies")
     spec = next(iter(resolved_studies.check_specs))
-    assert spec.blocking and spec.asset_key == RELEASE_KEY
+    assert spec.blocking and spec.asset_key == RELEASE_KEYS["gold"]
 
     result = resolved_studies(pipeline_config=config, warehouse=Warehouse(config=config))
     assert result.passed and result.metadata["differences"].value == 0
-    assert result.metadata["records_with_studies"].value > 0
+    assert 0 < result.metadata["records_with_studies"].value <= result.metadata["records"].value == \
+        len(json.loads(paths["test"].read_text()))
 
     records = json.loads(paths["test"].read_text())
     r = next(r for r in records if "study_id2" in r["resolved_value"])
@@ -177,15 +180,17 @@ def test_release_asset_check_blocks_a_planted_mismatch(frame, db_path, tmp_path)
 
 def test_release_shape_check_blocks_a_query_outside_the_published_shapes(frame, tmp_path):
     """The blocking asset check ``neuralsql_shapes``: the sampled release passes; one query rewritten with
-    func_vqa in a where over tb_cxr (the pre-issue-14 form of the N-study templates) fails it, named."""
-    from assets.ehrxqa import RELEASE_KEY, neuralsql_shapes
+    func_vqa in a where over tb_cxr (the pre-issue-14 form of the N-study templates) fails it, named: the
+    silver side's check, which reads train.json and valid.json."""
+    from assets.ehrxqa import RELEASE_CHECKS, RELEASE_KEYS
     from resources import PipelineConfig
 
     home = tmp_path / "home"
     paths = write_release(build_records(frame), home / "release" / "ehrxqa")
     config = PipelineConfig(home=str(home))
+    neuralsql_shapes = _check(RELEASE_CHECKS, "silver", "neuralsql_shapes")
     spec = next(iter(neuralsql_shapes.check_specs))
-    assert spec.blocking and spec.asset_key == RELEASE_KEY
+    assert spec.blocking and spec.asset_key == RELEASE_KEYS["silver"]
     result = neuralsql_shapes(pipeline_config=config)
     assert result.passed and result.metadata["refused"].value == 0
     assert {"P1", "P2", "P3"} <= set(result.metadata["per_shape"].value)  # image templates only here
@@ -200,3 +205,10 @@ def test_release_shape_check_blocks_a_query_outside_the_published_shapes(frame, 
     assert not result.passed and result.metadata["refused"].value == 1
     shown = result.metadata["first_refused"].value[0]
     assert (shown["split"], shown["id"]) == ("train", r["id"]) and "outside the published shapes" in shown["reason"]
+
+
+def _check(checks, which: str, name: str):
+    """The asset check ``name`` of release/ehrxqa/<which>."""
+    (found,) = [c for c in checks if next(iter(c.check_specs)).key.name == name
+                and next(iter(c.check_specs)).asset_key.path[-1] == which]
+    return found

@@ -166,10 +166,14 @@ def write_json(obj, path: str | Path, indent: int = 4) -> None:
 
 
 def write_release(records: Mapping[str, list[dict]], out_dir: str | Path) -> dict[str, Path]:
-    """EHRXQA_HOME/release/ehrxqa/{train,valid,test}.json (indent 4, as published)."""
-    paths = {s: Path(out_dir) / f"{s}.json" for s in SPLITS}
+    """EHRXQA_HOME/release/ehrxqa/<split>.json for each split of ``records`` (indent 4, as published); the
+    release/ehrxqa assets write one side each: train and valid, or test."""
+    unknown = set(records) - set(SPLITS)
+    if unknown:
+        raise ValueError(f"unknown EHRXQA splits {sorted(unknown)}; expected some of {SPLITS}")
+    paths = {s: Path(out_dir) / f"{s}.json" for s in SPLITS if s in records}
     for split, path in paths.items():
-        write_json(list(records.get(split, [])), path)
+        write_json(list(records[split]), path)
     return paths
 
 

@@ -116,8 +116,8 @@ def check_resolved(records: Mapping[str, list[Mapping]], template_of: Mapping[tu
             conn, cache = conns[DATABASE_OF_SPLIT[split]], {}
             for r in recs:
                 if (split, r["id"]) not in template_of:
-                    raise ValueError(f"release/ehrxqa/{split}.json id {r['id']} is not in ehrxqa.questions; "
-                                     "re-materialize release/ehrxqa")
+                    raise ValueError(f"release/ehrxqa/{split}.json id {r['id']} is not in ehrxqa.{DATABASE_OF_SPLIT[split]}; "
+                                     f"re-materialize release/ehrxqa/{DATABASE_OF_SPLIT[split]}")
                 index, scope = template_of[split, r["id"]]
                 keys = study_keys(scope)
                 stored = r.get("resolved_value")
