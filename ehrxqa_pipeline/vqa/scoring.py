@@ -196,6 +196,7 @@ def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | P
     executor = NeuralSqlExecutor(database, counting, images_root=images_root, batch_size=batch_size)
     outcomes, errors = [], []
     try:
+        executor.prefetch(r["query"] for r in rows if not r["impossible"])
         for r in rows:
             if r["impossible"]:
                 continue

@@ -159,3 +159,22 @@ def test_executor_accepts_an_open_connection(db_path):
     ex = NeuralSqlExecutor(con, YesModule())
     assert ex.execute(one(PE_LL, SID["B1"])).answer == [1]
     con.close()
+
+
+def test_prefetch_asks_in_full_batches_and_changes_no_result(db_path, oracle):
+    """The first passes of many queries asked together: the same answers as one by one, in fewer calls, and
+    every later execute of them finds its first-level answers cached (dependent levels still take a pass)."""
+    queries = [one(PE_LL, SID[s]) for s in ("A1", "A2", "B2", "C3")] + [
+        f'select count(*) from {ALL} where func_vqa("{LO_LL}", t1.study_id) = true',
+        f'select t1.study_id from {ALL} where t1.subject_id = {A} and func_vqa("{PE_LL}", t1.study_id) = false']
+    alone_spy, batched_spy = Spy(oracle), Spy(oracle)
+    alone = NeuralSqlExecutor(db_path, alone_spy, batch_size=4)
+    expected = [alone.execute(q).answer for q in queries]
+    batched = NeuralSqlExecutor(db_path, batched_spy, batch_size=4)
+    asked = batched.prefetch([*queries, "select nothing from nowhere"])  # a bad query is left to execute
+    # 8 studies x LO_LL, PE_LL on A1, A2, B2, C3 and A3 (patient A's third): 13 pairs, 4 per call
+    assert asked == len(set(batched_spy.asked)) == 13 and [len(s) for s, _ in batched_spy.calls] == [4, 4, 4, 1]
+    results = [batched.execute(q) for q in queries]
+    assert [r.answer for r in results] == expected and all(r.passes == 1 and r.asked == 0 for r in results)
+    assert len(batched_spy.calls) == 4 < len(alone_spy.calls) == 7
+    assert NeuralSqlExecutor(db_path, Spy(), reuse_answers=False).prefetch(queries) == 0

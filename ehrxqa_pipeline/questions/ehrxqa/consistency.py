@@ -52,6 +52,7 @@ def check_items(items: list[FilledItem], conn: sqlite3.Connection,
     """Mismatches of all items (empty = consistent). ``conn`` must see TB_CXR, TB_CXR_PLUS and PATIENTS."""
     oracle = oracle or OracleModule(conn)
     executor = NeuralSqlExecutor(conn, oracle)
+    executor.prefetch(i.neural_sql for i in items if not getattr(i.template, "impossible", False))
     return [m for m in (check_item(i, conn, executor) for i in items) if m is not None]
 
 

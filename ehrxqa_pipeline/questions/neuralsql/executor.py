@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -210,6 +211,34 @@ class NeuralSqlExecutor:
                     f"FUNC_VQA answers did not reach a fixpoint in {self.max_passes} passes "
                     f"({len(self._misses)} unanswered calls left); raise max_passes for deeper nesting")
             self._answer_misses(result)
+
+    def prefetch(self, queries: Iterable[str | ParsedQuery]) -> int:
+        """Ask the module, in full batches, about every (question, study) pair that the first pass of each of
+        ``queries`` reaches with the answers known now; returns the pairs asked. ``execute`` then finds those
+        answers cached, so its results do not change (an answer is a function of its pair; the final pass of a
+        query reads module answers only): this only saves module calls, one per query and level otherwise, which
+        is what the label modules (the oracle) cost, not the pairs. The first passes may reach pairs that
+        ``execute`` alone would not ask (a later AND operand, asked here before the earlier one is known).
+        Without ``reuse_answers`` it does nothing. A query that fails to parse or run, and the pairs of a module
+        call that fails, are left to ``execute``."""
+        if not self.reuse_answers or self.vqa is None:
+            return 0
+        reached: dict[tuple[str, int], None] = {}
+        for query in queries:
+            try:
+                self._run((query if isinstance(query, ParsedQuery) else self.parse(query)).sql)
+            except NeuralSqlError:
+                continue
+            reached.update(self._misses)
+        self._misses = reached
+        batch = ExecutionResult([], [], False, passes=0)
+        try:
+            self._answer_misses(batch)
+        except NeuralSqlError:
+            pass  # a module that breaks its contract: each query that reaches it fails in ``execute``, named
+        finally:
+            self._misses = {}
+        return batch.asked
 
     def answer(self, query: str | ParsedQuery) -> list:
         """The normalised answer of one query (``normalise_rows`` of its rows)."""
