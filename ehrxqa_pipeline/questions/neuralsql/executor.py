@@ -115,6 +115,7 @@ class NeuralSqlExecutor:
         self._images: dict[int, ImageRef | None] = {}
         self._misses: dict[tuple[str, int], None] = {}
         self._udf_error: NeuralSqlError | None = None
+        self._parsed: dict[str, ParsedQuery] = {}  # query text -> its parse (valid queries only)
         # Not declared deterministic: SQLite would then evaluate FUNC_VQA while building automatic partial
         # indexes, i.e. for every row of a joined table before the join condition prunes it.
         self.conn.create_function(VQA_FUNCTION, 2, self._scalar)
@@ -159,7 +160,11 @@ class NeuralSqlExecutor:
 
     # -- execution -----------------------------------------------------------------------------------
     def parse(self, query: str) -> ParsedQuery:
-        return parse_neuralsql(query, tables=self.tables, functions=self.functions, hidden_tables=self.hidden_tables)
+        parsed = self._parsed.get(query)  # the scores run each query once per module on one executor
+        if parsed is None:
+            parsed = self._parsed[query] = parse_neuralsql(query, tables=self.tables, functions=self.functions,
+                                                           hidden_tables=self.hidden_tables)
+        return parsed
 
     def _run(self, sql: str) -> tuple[list[str], list[tuple]]:
         self._misses, self._udf_error = {}, None
