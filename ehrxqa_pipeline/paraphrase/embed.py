@@ -213,7 +213,9 @@ class Embedder:
         import duckdb
         import pyarrow as pa
 
-        with duckdb.connect(str(self.cache_path)) as con:
+        from ehrxqa_pipeline.paraphrase.cache import CACHE_FILE_CONFIG
+
+        with duckdb.connect(str(self.cache_path), config=CACHE_FILE_CONFIG) as con:
             if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'embeddings'").fetchone()[0]:
                 return
             con.register("_keys", pa.table({"sha": keys}))
@@ -228,8 +230,10 @@ class Embedder:
         import duckdb
         import pyarrow as pa
 
+        from ehrxqa_pipeline.paraphrase.cache import CACHE_FILE_CONFIG
+
         Path(self.cache_path).parent.mkdir(parents=True, exist_ok=True)
-        with duckdb.connect(str(self.cache_path)) as con:
+        with duckdb.connect(str(self.cache_path), config=CACHE_FILE_CONFIG) as con:
             con.execute("CREATE TABLE IF NOT EXISTS embeddings (model VARCHAR, sha VARCHAR, vec FLOAT[], "
                         "PRIMARY KEY (model, sha))")
             keys = sorted(items)
