@@ -30,6 +30,10 @@ pytestmark = pytest.mark.slow  # whole-graph builds: not in `make test-fast`
 
 # Small EHRXQA caps: the whole catalog is sampled and checked, just fewer questions per template.
 EHRXQA_CAPS = dict(train_valid_cap=4, test_cap=2, patience=20, workers=1)
+# Two epochs of the reference model (default 6): these tests check that it trains, predicts every partition and
+# is scored, not how well; tests/vqa/test_train.py checks what training learns.
+RUN_CONFIG = {"ops": {**sampling_run_config(**EHRXQA_CAPS)["ops"],
+                      "vqa_scoring__reference_model": {"config": {"epochs": 2}}}}
 SLOTS = {"object": ("object_1", "object_2"), "attribute": ("attribute_1", "attribute_2"),
          "category": ("category_1", "category_2"), "viewpos": ("viewpos",), "gender": ("gender",)}
 
@@ -56,7 +60,7 @@ def built(tmp_path_factory):
         assert len(extra) > len(needed) / 2, (len(extra), len(needed))  # laterals, a study's other images
         for p in extra:
             p.unlink()
-        summary = build(settings, instance=instance, run_config=sampling_run_config(**EHRXQA_CAPS))
+        summary = build(settings, instance=instance, run_config=RUN_CONFIG)
         yield settings, instance, manifest, summary
     mp.undo()
 
