@@ -47,7 +47,8 @@ def _db_asset(which: str) -> dg.AssetsDefinition:
                           f"patients sampled from {images}, time-shifted into 2100-2105, plus its answer sheet "
                           f"TB_CXR_PLUS (one row per image x possible pair) kept apart. Source: ingest.* (MIMIC-IV, "
                           f"boxes), cxr_cohort.{which}, cxr_labels.{which}, splits.{which}"
-                          f"{', cxr_labels.gold_later (the later studies)' if which == 'gold' else ''}. Files: EHRXQA_HOME/release/ehrxqa/databases/"
+                          f"{', cxr_labels.gold_later (the later studies)' if which == 'gold' else ''}. "
+                          "Files: EHRXQA_HOME/release/ehrxqa/databases/"
                           f"{which}/mimic_iv_cxr.{{duckdb,db}}; answer sheet under EHRXQA_HOME/answer_sheets/.")
     def _asset(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
         settings = pipeline_config.settings()

@@ -206,7 +206,8 @@ CONSISTENCY_CHECKS = [_consistency_check(which) for which in DATABASES]
 @dg.asset(key=STATS_KEY, group_name=names.EHRXQA, code_version="1", deps=[*QUESTION_KEYS.values()], kinds={"duckdb"},
           description="Grain: one row per (modality, patient scope) with counts per split (cf. paper Table C9), "
                       "and one row per template with its counts and sampling outcome (draws, why fewer than the "
-                      "cap). Source: ehrxqa.{silver,gold} and their sampling reports. Files: EHRXQA_HOME/release/ehrxqa/"
+                      "cap). Source: ehrxqa.{silver,gold} and their sampling reports. Files: "
+                      "EHRXQA_HOME/release/ehrxqa/"
                       "statistics.{md,json}.", **COMMON)
 def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
     everything = _questions(warehouse, "split, id, template_index, scope")
@@ -238,14 +239,14 @@ def _release_asset(which: str) -> dg.AssetsDefinition:
     splits = SPLITS_OF[which]
     files = ",".join(splits)
 
-    @dg.asset(key=RELEASE_KEYS[which], group_name=names.RELEASE, code_version="5", deps=[QUESTION_KEYS[which], POOLS_KEY],
-              kinds={"json"},
+    @dg.asset(key=RELEASE_KEYS[which], group_name=names.RELEASE, code_version="5",
+              deps=[QUESTION_KEYS[which], POOLS_KEY], kinds={"json"},
               description="Grain: one JSON record per EHRXQA item in the published format (db_id, split, id, question, "
                           "template, query, value, q_tag, t_tag, o_tag, v_tag, tag, para_type, is_impossible, answer) "
                           "plus resolved_value (the studies the query resolves; value = the database values written "
                           f"in the question), one file per split: EHRXQA_HOME/release/ehrxqa/{{{files}}}.json (indent "
                           "4). question = a phrasing of the template's pool side (train / valid+test) filled with the "
-                          "words the item was sampled with (ehrxqa.questions.fills); templates without a pool keep "
+                          f"words the item was sampled with (ehrxqa.{which}.fills); templates without a pool keep "
                           f"the filled template. Source: ehrxqa.{which}, paraphrase.pools.", **COMMON)
     def _asset(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
                warehouse: Warehouse) -> dg.MaterializeResult:

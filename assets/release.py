@@ -41,9 +41,9 @@ COMMON = dict(group_name=names.RELEASE, automation_condition=RELEASE_ON_CHANGE, 
 # Every asset that writes a file under EHRXQA_HOME/release: the manifest runs after all of them (and hashes
 # whatever is there). An asset that starts writing there belongs in this list (e.g. vqa_scoring/scores).
 RELEASE_INPUTS: list[dg.AssetKey] = [
-    mimic_cxr_vqa.RELEASE_KEY, mimic_cxr_vqa.STATS_KEY, *ehrxqa.RELEASE_KEYS.values(), ehrxqa.STATS_KEY, ehrxqa.CATALOG_KEY,
-    DB_KEYS["silver"], DB_KEYS["gold"], PARAPHRASE_STATS_KEY, STATISTICS_KEY, PLOTS_KEY, DATASHEET_KEY,
-    vqa_scoring.SCORES_KEY, DOWNLOADS_KEY, IMAGES_KEY,
+    mimic_cxr_vqa.RELEASE_KEY, mimic_cxr_vqa.STATS_KEY, *ehrxqa.RELEASE_KEYS.values(), ehrxqa.STATS_KEY,
+    ehrxqa.CATALOG_KEY, DB_KEYS["silver"], DB_KEYS["gold"], PARAPHRASE_STATS_KEY, STATISTICS_KEY, PLOTS_KEY,
+    DATASHEET_KEY, vqa_scoring.SCORES_KEY, DOWNLOADS_KEY, IMAGES_KEY,
 ]
 
 
@@ -200,9 +200,9 @@ def release_plots(pipeline_config: PipelineConfig) -> dg.MaterializeResult:
         "path": dg.MetadataValue.path(str(settings.release_dir / plots.OUT_DIR))})
 
 
-@dg.asset(key=DATASHEET_KEY, code_version="2", deps=[STATISTICS_KEY, *ehrxqa.QUESTION_KEYS.values(), PARAPHRASE_STATS_KEY,
-                                                     PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY,
-                                                     PARAPHRASE_REVIEW_KEY],
+@dg.asset(key=DATASHEET_KEY, code_version="2", deps=[STATISTICS_KEY, *ehrxqa.QUESTION_KEYS.values(),
+                                                     PARAPHRASE_STATS_KEY, PARAPHRASE_CANDIDATES_KEY,
+                                                     PARAPHRASE_POOLS_KEY, PARAPHRASE_REVIEW_KEY],
           kinds={"markdown"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
           description="Grain: one document: the paper's appendix A datasheet (motivation, composition, "
                       "collection, preprocessing with every filter's counts, uses, distribution, maintenance) "
@@ -226,7 +226,8 @@ def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: Pipeli
           description="Grain: one line per MIMIC-CXR-JPG image a split of the release uses, for partial "
                       "downloads: MIMIC-CXR-VQA train / valid / test (test adds every gold-cohort image, which the "
                       "EHRXQA test database draws from). Files: EHRXQA_HOME/release/images/{train,valid,test}.csv "
-                      "and *_urls.txt, and README.md over every list with the wget command. Source: splits.{silver,gold}, "
+                      "and *_urls.txt, and README.md over every list with the wget command. Source: "
+                      "splits.{silver,gold}, "
                       "cxr_cohort.gold, the build list of cxr_cohort/image_downloads.", **COMMON)
 def release_images(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
     settings = pipeline_config.settings()

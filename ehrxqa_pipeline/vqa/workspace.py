@@ -20,9 +20,9 @@ import duckdb
 import polars as pl
 
 from ehrxqa_pipeline.cxr.ratios import GOLD_BOXES_SQL, SILVER_BOXES_SQL, ratios_sql, test_image_ratio
+from ehrxqa_pipeline.cxr.splits import SIDES
 from ehrxqa_pipeline.sources.schema import image_relpath_sql
 
-SIDES = ("silver", "gold")
 EXTRA_SPLIT = "ehrxqa"
 
 # Every gold-cohort image, in the form of ``snapshot``'s ``extra`` rows: the first studies (the test images, and
@@ -40,12 +40,15 @@ GOLD_COHORT_IMAGES_SQL = f"""
     ORDER BY c.image_id"""
 
 
-def _copy(src: duckdb.DuckDBPyConnection, dst: duckdb.DuckDBPyConnection, table: str, sql: str) -> None:
-    frame = src.execute(sql).pl()
+def _create(dst: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:
     dst.execute(f"CREATE SCHEMA IF NOT EXISTS {table.split('.')[0]}")
     dst.register("_copy", frame)
     dst.execute(f"CREATE TABLE {table} AS SELECT * FROM _copy")
     dst.unregister("_copy")
+
+
+def _copy(src: duckdb.DuckDBPyConnection, dst: duckdb.DuckDBPyConnection, table: str, sql: str) -> None:
+    _create(dst, table, src.execute(sql).pl())
 
 
 def copied_tables(sides=SIDES, labels=()) -> list[str]:
@@ -58,18 +61,11 @@ def snapshot(con: duckdb.DuckDBPyConnection, extra: pl.DataFrame | None = None, 
     """An in-memory DuckDB holding ``splits.images`` (the split tables of ``sides``, in that order),
     ``cxr_labels.pairs``, ``cxr_labels.<x>`` for each of ``labels`` and the boxes of its images; ``extra``
     (image_id, subject_id, study_id, view_position, gender; optionally split, ctr, mtr) joins ``splits.images``
-    (with split 'ehrxqa' unless it names one) where the image is not already there. ``top_folder`` (pNN): copy only the boxes of that folder's images (one
-    inference partition)."""
+    (with split 'ehrxqa' unless it names one) where the image is not already there. ``top_folder`` (pNN): copy
+    only the boxes of that folder's images (one inference partition)."""
     mem = duckdb.connect()
-    for side in sides:
-        frame = con.execute(f"SELECT * FROM splits.{side}").pl()
-        mem.execute("CREATE SCHEMA IF NOT EXISTS splits")
-        mem.register("_copy", frame)
-        if side == sides[0]:
-            mem.execute("CREATE TABLE splits.images AS SELECT * FROM _copy")
-        else:
-            mem.execute("INSERT INTO splits.images BY NAME SELECT * FROM _copy")
-        mem.unregister("_copy")
+    _create(mem, "splits.images", pl.concat([con.execute(f"SELECT * FROM splits.{side}").pl() for side in sides],
+                                            how="vertical_relaxed"))  # the sides one after the other
     for table in copied_tables((), labels):
         _copy(con, mem, table, f"SELECT * FROM {table}")
     if extra is not None and extra.height:

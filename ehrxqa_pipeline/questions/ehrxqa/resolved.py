@@ -116,8 +116,9 @@ def check_resolved(records: Mapping[str, list[Mapping]], template_of: Mapping[tu
             conn, cache = conns[DATABASE_OF_SPLIT[split]], {}
             for r in recs:
                 if (split, r["id"]) not in template_of:
-                    raise ValueError(f"release/ehrxqa/{split}.json id {r['id']} is not in ehrxqa.{DATABASE_OF_SPLIT[split]}; "
-                                     f"re-materialize release/ehrxqa/{DATABASE_OF_SPLIT[split]}")
+                    side = DATABASE_OF_SPLIT[split]
+                    raise ValueError(f"release/ehrxqa/{split}.json id {r['id']} is not in ehrxqa.{side}; "
+                                     f"re-materialize release/ehrxqa/{side}")
                 index, scope = template_of[split, r["id"]]
                 keys = study_keys(scope)
                 stored = r.get("resolved_value")
