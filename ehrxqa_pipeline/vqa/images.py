@@ -5,12 +5,11 @@ Sources: ``splits.images`` (image_path, relative to the MIMIC-CXR-JPG ``files`` 
 ``ingest.silver_bbox`` (the 36 detector boxes per image, pixel coordinates ``original_*`` of the JPEG and
 224-space ``x1..y2``); the JPEG bytes under ``files_root``.
 
-Decoding runs in a thread pool (PIL releases the GIL while decoding and cv2 while resizing). Large images
-(real MIMIC-CXR is ~2500 px) are decoded at a reduced scale with PIL's JPEG draft mode (DCT scaling by
-1/2, 1/4, 1/8), chosen per image so the short side stays >= ``min_side``; box coordinates are scaled to the
-decoded size, padded by ``pad`` of the box size, clipped, cropped and resized with area averaging.
-A missing or unreadable JPEG is an error (the cohort stage already quarantines corrupt JPEGs), raised as
-``ImageDecodeError`` naming the file, unless ``on_missing="report"``, which skips the image and lists it.
+Decoding runs in a thread pool (PIL releases the GIL while decoding and cv2 while resizing), one image at a
+time by ``vqa.jpeg.decode_one`` (draft-mode reduction, box padding, area resizing; the torch path is
+``vqa.decode``). A missing or unreadable JPEG is an error (the cohort stage already quarantines corrupt
+JPEGs), raised as ``ImageDecodeError`` naming the file, unless ``on_missing="report"``, which skips the image
+and lists it.
 """
 
 from __future__ import annotations
@@ -20,15 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import cv2
 import numpy as np
 import polars as pl
 
-GEOM_FEATURES = 6  # x1, y1, x2, y2, width, height of the box in 224 space, scaled to 0..1
+from ehrxqa_pipeline.vqa.jpeg import GEOM_FEATURES, ImageDecodeError, decode_one
 
-
-class ImageDecodeError(RuntimeError):
-    """A cohort JPEG that is missing or cannot be decoded."""
+__all__ = ["GEOM_FEATURES", "Crops", "ImageDecodeError", "box_table", "decode_crops", "load_boxes"]
 
 
 @dataclass
@@ -81,55 +77,6 @@ def load_boxes(con, image_ids: list[str] | None = None, objects: list[str] | Non
     return frame
 
 
-def _decode(path: Path, min_side: int) -> tuple[np.ndarray, float, float]:
-    """Grayscale array at a reduced scale where the JPEG allows it, plus the x / y scale factors."""
-    from PIL import Image
-
-    try:
-        with Image.open(path) as im:
-            w, h = im.size
-            s = min(1.0, min_side / max(1, min(w, h)))
-            if s < 1.0 and im.format == "JPEG":
-                im.draft("L", (max(1, int(w * s)), max(1, int(h * s))))
-            arr = np.asarray(im.convert("L"))
-    except FileNotFoundError as exc:
-        raise ImageDecodeError(f"JPEG not found: {path}") from exc
-    except OSError as exc:  # PIL raises OSError / UnidentifiedImageError for truncated or non-image bytes
-        raise ImageDecodeError(f"cannot decode JPEG {path}: {exc}") from exc
-    return arr, arr.shape[1] / w, arr.shape[0] / h
-
-
-def _crop_one(img: np.ndarray, sx: float, sy: float, box: np.ndarray, size: int, pad: float) -> np.ndarray:
-    x1, y1, x2, y2 = box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy
-    px, py = pad * (x2 - x1), pad * (y2 - y1)
-    h, w = img.shape
-    c1, r1 = int(max(0, np.floor(x1 - px))), int(max(0, np.floor(y1 - py)))
-    c2, r2 = int(min(w, np.ceil(x2 + px))), int(min(h, np.ceil(y2 + py)))
-    if c2 - c1 < 1 or r2 - r1 < 1:
-        return np.zeros((size, size), np.uint8)
-    patch = img[r1:r2, c1:c2]
-    interp = cv2.INTER_AREA if patch.shape[0] >= size and patch.shape[1] >= size else cv2.INTER_LINEAR
-    return cv2.resize(patch, (size, size), interpolation=interp)
-
-
-def _work(job, crop_size: int, thumb_size: int, pad: float, min_side: int, on_missing: str):
-    path, boxes = job
-    try:
-        img, sx, sy = _decode(path, min_side)
-    except ImageDecodeError:
-        if on_missing == "report":
-            return None
-        raise
-    thumb = cv2.resize(img, (thumb_size, thumb_size), interpolation=cv2.INTER_AREA)
-    f = img.astype(np.float32)
-    energy = cv2.resize(cv2.absdiff(f, cv2.GaussianBlur(f, (0, 0), 1.0)), (thumb_size, thumb_size),
-                        interpolation=cv2.INTER_AREA)
-    thumb = np.stack([thumb, np.clip(energy * 8.0 + 0.5, 0, 255).astype(np.uint8)])
-    crops = np.stack([_crop_one(img, sx, sy, b, crop_size, pad) for b in boxes]) if len(boxes) else \
-        np.zeros((0, crop_size, crop_size), np.uint8)
-    return thumb, crops
-
-
 def _ranges(sorted_ids: np.ndarray, ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """First box row and box count of each of ``ids`` in the image_id-sorted box table (0, 0 if none)."""
     uniq, start, count = np.unique(sorted_ids, return_index=True, return_counts=True)
@@ -139,6 +86,18 @@ def _ranges(sorted_ids: np.ndarray, ids: list[str]) -> tuple[np.ndarray, np.ndar
     at = np.array([pos.get(i, -1) for i in ids], np.int64)
     ok = at >= 0
     return np.where(ok, start[np.maximum(at, 0)], 0).astype(np.int64), np.where(ok, count[np.maximum(at, 0)], 0)
+
+
+def box_table(con, image_ids: list[str], objects: list[str] | None = None):
+    """The usable boxes of ``image_ids`` (``load_boxes``, sorted by image_id, object) and, per image in the
+    given order, its first box row and box count; plus every box's JPEG-pixel coordinates (n, 4) float64
+    and model geometry (n, 6) float32: x1, y1, x2, y2, width, height in 224 space scaled to 0..1."""
+    boxes = load_boxes(con, image_ids, objects)
+    first, counts = _ranges(boxes["image_id"].to_numpy(), image_ids)
+    coords = boxes.select("ox1", "oy1", "ox2", "oy2").to_numpy().astype(np.float64)
+    g = boxes.select("x1", "y1", "x2", "y2").to_numpy().astype(np.float64) / 224.0
+    geom = np.concatenate([g, g[:, 2:3] - g[:, 0:1], g[:, 3:4] - g[:, 1:2]], axis=1).astype(np.float32)
+    return boxes, first, counts, coords, geom
 
 
 def decode_crops(con, images: list[tuple[str, str]], files_root: Path, crop_size: int = 32,
@@ -152,16 +111,12 @@ def decode_crops(con, images: list[tuple[str, str]], files_root: Path, crop_size
     if on_missing not in ("raise", "report"):
         raise ValueError(f"on_missing must be 'raise' or 'report', not {on_missing!r}")
     ids = [i for i, _ in images]
-    boxes = load_boxes(con, ids, objects)  # sorted by image_id, object
-    first, counts = _ranges(boxes["image_id"].to_numpy(), ids)
-    coords = boxes.select("ox1", "oy1", "ox2", "oy2").to_numpy().astype(np.float64)
-    g = boxes.select("x1", "y1", "x2", "y2").to_numpy().astype(np.float64) / 224.0
-    geom = np.concatenate([g, g[:, 2:3] - g[:, 0:1], g[:, 3:4] - g[:, 1:2]], axis=1).astype(np.float32)
+    boxes, first, counts, coords, geom = box_table(con, ids, objects)
     root = Path(files_root)
     jobs = [(root / p, coords[f:f + c]) for (_, p), f, c in zip(images, first, counts)]
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        results = list(pool.map(lambda j: _work(j, crop_size, thumb_size, pad, min_side, on_missing), jobs))
+        results = list(pool.map(lambda j: decode_one(*j, crop_size, thumb_size, pad, min_side, on_missing), jobs))
     decode_seconds = time.perf_counter() - t0
     keep = np.array([k for k, r in enumerate(results) if r is not None], np.int64)
     missing = [str(root / images[k][1]) for k, r in enumerate(results) if r is None]

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ehrxqa_pipeline.vqa.images import GEOM_FEATURES
+from ehrxqa_pipeline.vqa.jpeg import GEOM_FEATURES
 
 
 def _block(cin: int, cout: int, stride: int, bn: bool = True) -> list[nn.Module]:
@@ -143,3 +143,30 @@ def predict_arrays(model: ReferenceModel, crops: np.ndarray, crop_stats: np.ndar
             x = thumb_tensor(thumbs[sl], texture[sl], thumb_stats[sl], device)
             img[sl] = torch.sigmoid(model.forward_images(x).float()).cpu().numpy()
     return probs, img
+
+
+CROP_BUCKET = 512  # predict_tensors pads a batch's crops to a multiple of this (cuDNN plans one shape per size)
+
+
+def predict_tensors(model: ReferenceModel, crops: torch.Tensor, crop_image: torch.Tensor, obj: torch.Tensor,
+                    geom: torch.Tensor, thumbs: torch.Tensor, texture: torch.Tensor,
+                    amp: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``predict_arrays`` for one batch already on the model's device (``vqa.stream.Batch``): uint8 crops
+    (N, c, c) of images ``crop_image`` (N,), thumbnails and texture (M, t, t) -> sigmoid outputs (N,
+    n_attributes) and (M, 2), float32 on the device. Normalisation as ``image_stats`` / ``thumb_tensor``."""
+    from ehrxqa_pipeline.vqa.device import autocast
+
+    device = str(crops.device)
+    t = thumbs.reshape(len(thumbs), -1).float()
+    stats = torch.stack([t.mean(1), t.std(1, unbiased=False) + 1.0], 1)
+    norm = (thumbs.float().unsqueeze(1) - stats[:, 0, None, None, None]) / stats[:, 1, None, None, None]
+    cs = stats[crop_image]
+    x = (crops.float().unsqueeze(1) - cs[:, 0, None, None, None]) / cs[:, 1, None, None, None]
+    n, pad = len(x), -len(x) % CROP_BUCKET  # a batch's crop count varies: round it up, so shapes repeat
+    if pad:
+        x, obj, geom = (torch.cat([t, t.new_zeros((pad, *t.shape[1:]))]) for t in (x, obj, geom))
+    model.eval()
+    with torch.inference_mode(), autocast(device, amp):
+        prob = torch.sigmoid(model.forward_objects(x, obj, geom).float())[:n]
+        img = torch.sigmoid(model.forward_images(torch.cat([norm, texture.float().unsqueeze(1) / 64.0], 1)).float())
+    return prob, img
