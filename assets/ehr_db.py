@@ -1,5 +1,5 @@
 """EHRXQA integrated databases (silver for training/validation questions, gold for test) and their
-answer sheets, exported as DuckDB and SQLite (mimic_iv_cxr.db)."""
+answer sheets, exported as DuckDB and SQLite (mimic_iv_cxr.db), each with its Spider-format tables.json."""
 
 import dagster as dg
 
@@ -36,7 +36,7 @@ def _db_asset(which: str) -> dg.AssetsDefinition:
     key = DB_KEYS[which]
     images = "the MIMIC-CXR-VQA valid split" if which == "silver" else "the gold cohort (all studies of gold patients)"
 
-    @dg.asset(key=key, group_name=names.EHR_DB, code_version="2", automation_condition=ON_CHANGE,
+    @dg.asset(key=key, group_name=names.EHR_DB, code_version="3", automation_condition=ON_CHANGE,
               deps=[SPLIT_KEYS[which], COHORT_KEYS[which], LABEL_KEYS[which],
                     *(ingest_key(t.name) for t in MIMICIV_FILES), ingest_key("silver_bbox"),
                     # the gold database's later studies: their labels refined from the RAW silver relations
@@ -49,7 +49,8 @@ def _db_asset(which: str) -> dg.AssetsDefinition:
                           f"boxes), cxr_cohort.{which}, cxr_labels.{which}, splits.{which}"
                           f"{', cxr_labels.gold_later (the later studies)' if which == 'gold' else ''}. "
                           "Files: EHRXQA_HOME/release/ehrxqa/databases/"
-                          f"{which}/mimic_iv_cxr.{{duckdb,db}}; answer sheet under EHRXQA_HOME/answer_sheets/.")
+                          f"{which}/mimic_iv_cxr.{{duckdb,db}} and tables.json (its schema in Spider's format); "
+                          "answer sheet under EHRXQA_HOME/answer_sheets/.")
     def _asset(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
         settings = pipeline_config.settings()
         config = DbConfig()
@@ -74,6 +75,7 @@ def _db_asset(which: str) -> dg.AssetsDefinition:
                 "rows_per_table": dg.MetadataValue.json(dict(sorted(export.rows.items()))),
                 "sqlite": dg.MetadataValue.path(str(export.sqlite_path)),
                 "duckdb": dg.MetadataValue.path(str(export.duckdb_path)),
+                "tables_json": dg.MetadataValue.path(str(export.tables_json_path)),
                 "sqlite_sha256": export.sqlite_sha256})
         yield materialized
         for name, (passed, details) in checks.items():

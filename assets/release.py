@@ -26,7 +26,7 @@ from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.hashing import HashCache
 from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.cxr import downloads
-from ehrxqa_pipeline.release import datasheet, manifest, plots, tables
+from ehrxqa_pipeline.release import datasheet, license_note, manifest, plots, tables
 from ehrxqa_pipeline.sources.schema import MIMIC_CXR
 from resources import PipelineConfig, Warehouse
 
@@ -200,15 +200,17 @@ def release_plots(pipeline_config: PipelineConfig) -> dg.MaterializeResult:
         "path": dg.MetadataValue.path(str(settings.release_dir / plots.OUT_DIR))})
 
 
-@dg.asset(key=DATASHEET_KEY, code_version="2", deps=[STATISTICS_KEY, *ehrxqa.QUESTION_KEYS.values(),
+@dg.asset(key=DATASHEET_KEY, code_version="3", deps=[STATISTICS_KEY, *ehrxqa.QUESTION_KEYS.values(),
                                                      PARAPHRASE_STATS_KEY, PARAPHRASE_CANDIDATES_KEY,
                                                      PARAPHRASE_POOLS_KEY, PARAPHRASE_REVIEW_KEY],
           kinds={"markdown"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
           description="Grain: one document: the paper's appendix A datasheet (motivation, composition, "
                       "collection, preprocessing with every filter's counts, uses, distribution, maintenance) "
                       "answered from this build: source releases and digests, counts, code version, seed, "
-                      "configuration, and the deviations of docs/deviations.md. Source: release/statistics, the "
-                      "source files, the code. File: EHRXQA_HOME/release/datasheet.md.", **COMMON)
+                      "configuration, and the deviations of docs/deviations.md; beside it the license note of the "
+                      "data (the PhysioNet Credentialed Health Data License 1.5.0 and Data Use Agreement its "
+                      "sources carry). Source: release/statistics, the source files, the code. Files: "
+                      "EHRXQA_HOME/release/datasheet.md, LICENSE.txt.", **COMMON)
 def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
                       warehouse: Warehouse) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
@@ -217,8 +219,10 @@ def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: Pipeli
     md = datasheet.render_datasheet(_tables(settings), sources, code, settings.seed, config,
                                     deviations.read_text() if deviations.is_file() else None)
     path = write_text(settings.release_dir / DATASHEET_FILE, md)
+    note = write_text(settings.release_dir / license_note.LICENSE_FILE, license_note.render_license(sources, code))
     return dg.MaterializeResult(metadata={"datasheet": dg.MetadataValue.md(md),
-                                          "path": dg.MetadataValue.path(str(path))})
+                                          "path": dg.MetadataValue.path(str(path)),
+                                          "license": dg.MetadataValue.path(str(note))})
 
 
 @dg.asset(key=IMAGES_KEY, code_version="1", deps=[*SPLIT_KEYS.values(), GOLD_COHORT_KEY, DOWNLOADS_KEY],
@@ -247,7 +251,7 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
     manifest lists every asset's code version, and its check what is out of date upstream): passed in by
     ``ehrxqa_pipeline.definitions``, which assembles them, so this module imports nothing of it."""
 
-    @dg.asset(key=MANIFEST_KEY, code_version="2", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+    @dg.asset(key=MANIFEST_KEY, code_version="3", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
               deps=[*RELEASE_INPUTS, *ehrxqa.QUESTION_KEYS.values(), PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY,
                     PARAPHRASE_REVIEW_KEY],
               check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
@@ -263,14 +267,17 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
               description="Grain: one JSON document listing every file under EHRXQA_HOME/release (path, bytes, "
                           "SHA-256; DuckDB databases by content digest) with the source releases and data versions, "
                           "the code version, seed, configuration and every asset's code version; no time, no "
-                          "absolute path, so the same inputs give the same manifest. Source: the release folder. "
-                          "File: EHRXQA_HOME/release/manifest.json.", **COMMON)
+                          "absolute path, so the same inputs give the same manifest. Then SHA256SUMS.txt beside it: "
+                          "every file of the folder, the manifest included, in `sha256sum -c` format (the "
+                          "manifest's byte digests; DuckDB files and the manifest hashed byte for byte). Source: "
+                          "the release folder. Files: EHRXQA_HOME/release/manifest.json, SHA256SUMS.txt.", **COMMON)
     def release_manifest(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
         settings = pipeline_config.settings()
         sources, code, config = _facts(context, settings, warehouse)
         doc = manifest.build_manifest(settings.release_dir, sources=sources, code=code, seed=settings.seed,
                                       config=config, asset_code_versions=_asset_code_versions(definitions()))
         path = manifest.write_manifest(doc, settings.release_dir)
+        sums = manifest.write_sha256sums(settings.release_dir, doc["files"])
         text = path.read_text()
         sheet = settings.release_dir / DATASHEET_FILE
         leaks = sorted({str(p) for p in (settings.home, settings.source_dir, manifest.repository_root())
@@ -279,6 +286,7 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
         files = doc["files"]
         yield dg.MaterializeResult(data_version=dg.DataVersion(digest[:16]), metadata={
             "path": dg.MetadataValue.path(str(path)), "manifest_sha256": digest, "dagster/row_count": len(files),
+            "sha256sums": dg.MetadataValue.path(str(sums)),
             "bytes": sum(f.get("bytes", 0) for f in files),
             "content_digests": dg.MetadataValue.json([f["path"] for f in files if f["digest"] == "content"]),
             "input_data_versions": dg.MetadataValue.json(_input_versions(context, definitions())),

@@ -181,18 +181,25 @@ def observe(settings, instance) -> None:
 
 
 def release_files(folder, *, read_from_zip: bool = False) -> dict[str, str]:
-    """Path -> SHA-256 of every release file, the manifest included; DuckDB databases (whose bytes vary from
-    write to write) by the manifest's content digest. ``read_from_zip``: the manifest is hashed without the
-    source entries of the two silver scene tables (and the digest over all sources, in the datasheet too), which
-    name the file read (scene_tabular/*.txt or scene_graph.zip) and its content hash, so builds from either
-    compare."""
+    """Path -> SHA-256 of every release file, the manifest and SHA256SUMS.txt included; DuckDB databases (whose
+    bytes vary from write to write) by the manifest's content digest, and SHA256SUMS.txt without their lines.
+    ``read_from_zip``: the manifest is hashed without the source entries of the two silver scene tables (and the
+    digest over all sources, in the datasheet too), which name the file read (scene_tabular/*.txt or
+    scene_graph.zip) and its content hash, so builds from either compare; SHA256SUMS.txt then also without the
+    lines of those two files (compared as said)."""
     import hashlib
     import json
 
-    from ehrxqa_pipeline.release.manifest import MANIFEST_NAME, file_entries, sha256_file
+    from ehrxqa_pipeline.release.manifest import MANIFEST_NAME, SUMS_NAME, file_entries, sha256_file
     from ehrxqa_pipeline.sources.scene_graph import TABULAR
 
-    files = {e["path"]: e["sha256"] for e in file_entries(folder)}
+    entries = file_entries(folder)
+    files = {e["path"]: e["sha256"] for e in entries}
+    varying = {e["path"] for e in entries if e["digest"] == "content"}
+    if read_from_zip:
+        varying |= {MANIFEST_NAME, "datasheet.md"}
+    sums = [line for line in (folder / SUMS_NAME).read_text().splitlines() if line.split("  ", 1)[1] not in varying]
+    files[SUMS_NAME] = hashlib.sha256("\n".join(sums).encode()).hexdigest()
     if not read_from_zip:
         return {**files, MANIFEST_NAME: sha256_file(folder / MANIFEST_NAME)}
     doc = json.loads((folder / MANIFEST_NAME).read_text())

@@ -5,7 +5,9 @@ independently from the label table. Then one JPEG is damaged and only it leaves 
 import gc
 import json
 import re
+import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import dagster as dg
@@ -128,6 +130,32 @@ def test_release_manifest_lists_every_file_with_its_hash(built):
     assert doc["asset_code_versions"]["release/manifest"] is not None
     for leak in (settings.home, settings.source_dir):
         assert str(leak) not in text and str(leak) not in (settings.release_dir / "datasheet.md").read_text()
+    assert {"LICENSE.txt", "ehrxqa/databases/silver/tables.json", "ehrxqa/databases/gold/tables.json"} <= set(paths)
+    assert "PhysioNet Credentialed Health Data License 1.5.0" in (settings.release_dir / "LICENSE.txt").read_text()
+    assert "SHA256SUMS.txt" not in paths  # it lists the manifest, so the manifest does not list it
+
+
+def test_sha256sums_checks_the_release_folder_with_sha256sum(built, tmp_path):
+    settings, _, _, _ = built
+    release = tmp_path / "release"
+    shutil.copytree(settings.release_dir, release)  # a copy: the built release stays as it is for the others
+    listed = [line.split("  ", 1)[1] for line in (release / "SHA256SUMS.txt").read_text().splitlines()]
+    files = sorted(p.relative_to(release).as_posix() for p in release.rglob("*") if p.is_file())
+    assert listed == [f for f in files if f != "SHA256SUMS.txt"]  # every file, the manifest too, sorted
+    check = subprocess.run(["sha256sum", "-c", "--strict", "SHA256SUMS.txt"], cwd=release, capture_output=True,
+                           text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.count(": OK\n") == len(listed)
+    planted = release / "ehrxqa" / "databases" / "gold" / "tables.json"
+    data = bytearray(planted.read_bytes())
+    data[len(data) // 2] ^= 1  # one byte changed
+    planted.write_bytes(bytes(data))
+    check = subprocess.run(["sha256sum", "-c", "--strict", "SHA256SUMS.txt"], cwd=release, capture_output=True,
+                           text=True)
+    assert check.returncode == 1
+    assert [line for line in check.stdout.splitlines() if not line.endswith(": OK")] == [
+        "ehrxqa/databases/gold/tables.json: FAILED"]
+    assert release_manifest.verify_sums(release) == ["SHA256SUMS.txt: changed: ehrxqa/databases/gold/tables.json"]
 
 
 def test_release_answers_rederived_from_label_table(built):

@@ -18,6 +18,7 @@ from ehrxqa_pipeline.contracts import load_contract
 
 DUCKDB_TYPES = {"int": "BIGINT", "float": "DOUBLE", "str": "VARCHAR", "ts": "TIMESTAMP"}
 SQLITE_TYPES = {"int": "INTEGER", "float": "REAL", "str": "TEXT", "ts": "TEXT"}
+PRIMARY_KEY = "row_id"  # every table's
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def create_sql(table: Table, dialect: str, qualified: str | None = None) -> str:
     lines = []
     for c in table.columns:
         extra = " NOT NULL" if c.not_null else ""
-        if c.name == "row_id":
+        if c.name == PRIMARY_KEY:
             extra += " PRIMARY KEY"
         lines.append(f"{c.name} {types[c.type]}{extra}")
     lines += [f"UNIQUE ({', '.join(u)})" for u in table.unique]

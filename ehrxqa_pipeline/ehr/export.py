@@ -7,6 +7,8 @@
   published build discards its DDL, defect 13) and filled parents first, so both engines enforce the keys
   while loading (SQLite with ``PRAGMA foreign_keys=ON`` and a final ``foreign_key_check``); SQLite files get
   the declared secondary indexes (``ddl.index_sql``: foreign-key columns, the answer sheet's study_id);
+* ``out_dir/tables.json``: the database's schema in Spider's format for text-to-SQL tools (``spider``), from
+  the same DDL;
 * ``answers_dir/tb_cxr_plus.duckdb`` and ``answers_dir/tb_cxr_plus.db``: the answer sheet alone, by default
   in ``out_dir/../answers/<out_dir name>/`` so that shipping ``out_dir`` never ships the answers.
 
@@ -30,6 +32,7 @@ import duckdb
 from ehrxqa_pipeline.atomic import replacing
 from ehrxqa_pipeline.ehr.config import DB_NAME
 from ehrxqa_pipeline.ehr.ddl import ANSWER_TABLE, TABLES, Table, create_sql, index_sql, select_sql
+from ehrxqa_pipeline.ehr.spider import TABLES_JSON, write_tables_json
 
 BATCH = 50_000
 
@@ -40,6 +43,7 @@ class ExportResult:
     sqlite_path: Path
     answers_duckdb_path: Path
     answers_sqlite_path: Path
+    tables_json_path: Path
     rows: dict[str, int]
     sqlite_sha256: str
     answers_sqlite_sha256: str
@@ -55,7 +59,9 @@ def export_database(con: duckdb.DuckDBPyConnection, schema: str, answers_schema:
     write_sqlite(con, schema, TABLES, paths[1])
     rows.update(write_duckdb(con, answers_schema, (ANSWER_TABLE,), paths[2]))
     write_sqlite(con, answers_schema, (ANSWER_TABLE,), paths[3])
-    return ExportResult(*paths, rows=rows, sqlite_sha256=sha256(paths[1]), answers_sqlite_sha256=sha256(paths[3]))
+    schema_json = write_tables_json(out_dir / TABLES_JSON, DB_NAME, TABLES)
+    return ExportResult(*paths, tables_json_path=schema_json, rows=rows, sqlite_sha256=sha256(paths[1]),
+                        answers_sqlite_sha256=sha256(paths[3]))
 
 
 def write_duckdb(con: duckdb.DuckDBPyConnection, schema: str, tables: tuple[Table, ...], path: Path) -> dict:

@@ -4,8 +4,10 @@
   rows set aside per reason, per-template counts and answer distributions;
 * ``plots/*.png`` (``plots``): answer distributions, per-template counts, cohort funnels;
 * ``datasheet.md`` (``datasheet``): the paper's appendix A datasheet answered from the build;
+* ``LICENSE.txt`` (``license_note``): the PhysioNet license and data use agreement the data files inherit;
 * ``manifest.json`` (``manifest``): every release file with its SHA-256, source versions, code version,
-  seed and configuration; two builds of the same inputs give identical manifests.
+  seed and configuration; two builds of the same inputs give identical manifests; and ``SHA256SUMS.txt``
+  beside it, every file in ``sha256sum -c`` format.
 
 No wall-clock time and no absolute path is written into any of them. Files are written atomically through
 ``ehrxqa_pipeline.atomic``, like every other output.

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 
 from ehrxqa_pipeline.markdown import table
 from ehrxqa_pipeline.questions.ehrxqa.records import FIELD_DICTIONARY
+from ehrxqa_pipeline.release.license_note import DUA, LICENSE, LICENSE_FILE
+from ehrxqa_pipeline.release.manifest import MANIFEST_NAME, SUMS_NAME
 
 SPLITS = ("train", "valid", "test")
 PAPER = {"ehrxqa": "about 46.2K (16,366 image, 16,529 table, 13,257 image+table)",
@@ -119,7 +121,7 @@ def render_datasheet(tables: Mapping, sources: Mapping, code: Mapping, seed: int
         "# Datasheet: EHRXQA and MIMIC-CXR-VQA (this build)",
         "The questions of the paper's datasheet (appendix A, after Gebru et al., *Datasheets for Datasets*), "
         "answered for the files in this release folder. Counts come from this build; `statistics/tables.md` "
-        "has the full tables, `manifest.json` the checksums.",
+        f"has the full tables, `{MANIFEST_NAME}` and `{SUMS_NAME}` the checksums, `{LICENSE_FILE}` the terms of use.",
         "## A.1 Motivation",
         _qa("For what purpose was the dataset created?",
             "EHRXQA: multi-modal question answering over structured electronic health records (EHRs) and chest "
@@ -196,9 +198,11 @@ def render_datasheet(tables: Mapping, sources: Mapping, code: Mapping, seed: int
             "Train / valid answers inherit the noise of the silver labels."),
         "## A.6 Distribution",
         _qa("How will the dataset be distributed? License?",
-            "The published dataset: https://github.com/baeseongsu/ehrxqa and "
-            "https://github.com/baeseongsu/mimic-cxr-vqa (MIT license). Files derived from PhysioNet data may "
-            "be shared only under the PhysioNet credentialed data use agreement."),
+            f"The files of this folder inherit the {LICENSE} and the {DUA} of their PhysioNet sources "
+            f"(`{LICENSE_FILE}`): only credentialed users who signed the agreement may use them, and they may not "
+            "be shared or posted to dataset hubs; derived data is shared only through PhysioNet. The published "
+            "dataset's code: https://github.com/baeseongsu/ehrxqa and https://github.com/baeseongsu/mimic-cxr-vqa "
+            "(MIT license); this pipeline's code is licensed separately from the data."),
         "## A.7 Maintenance",
         _qa("Will the dataset be updated?",
             "Rebuilding from new source versions or code gives a new release; `manifest.json` records what "

@@ -10,7 +10,14 @@ files, e.g. a writer's temporary file, are left out):
 * ``{"path", "digest": "content", "sha256", "rows"}``: DuckDB databases, whose bytes are not reproducible
   (``digest.duckdb_content_digest``): SHA-256 of their logical content and their total row count.
 
-``verify(release_dir)`` recomputes every entry; ``python -m ehrxqa_pipeline.release.manifest DIR`` runs it.
+``SHA256SUMS.txt`` beside it (``sha256sums``), written after the manifest by the same asset, lists every file of
+the release folder but itself, the manifest included, in ``sha256sum -c`` format (``<SHA-256>  <relative
+path>``, sorted by path): the byte digests are the manifest's entries; the files the manifest lists by content
+(DuckDB) and the manifest itself are hashed byte for byte there. So ``cd release && sha256sum -c SHA256SUMS.txt``
+checks the folder with standard tools; its DuckDB lines, like the files, differ from build to build.
+
+``verify(release_dir)`` recomputes every entry of the manifest, ``verify_sums(release_dir)`` every line of
+SHA256SUMS.txt; ``python -m ehrxqa_pipeline.release.manifest DIR`` runs both.
 """
 
 from __future__ import annotations
@@ -33,20 +40,21 @@ from ehrxqa_pipeline.sources.schema import DEMO_MANIFEST, TABLES
 from ehrxqa_pipeline.sources.semantics import semantics_paths
 
 MANIFEST_NAME = "manifest.json"
+SUMS_NAME = "SHA256SUMS.txt"
 FORMAT = 1  # bump when a field changes meaning
 PACKAGE = "ehrxqa-pipeline"
 CONTENT_DIGESTERS: dict[str, Callable[[Path], tuple[str, int]]] = {".duckdb": duckdb_content_digest}
 SYNTHETIC_FIELDS = ("generator", "generator_version", "seed", "scale", "compressed", "images_written")
 
 
-def release_files(release_dir: Path) -> list[Path]:
-    """Every regular file under ``release_dir`` except the manifest itself and hidden files, sorted by
-    relative POSIX path."""
+def release_files(release_dir: Path, left_out: tuple[str, ...] = (MANIFEST_NAME, SUMS_NAME)) -> list[Path]:
+    """Every regular file under ``release_dir`` except hidden files and the top-level files ``left_out`` (the
+    manifest and SHA256SUMS.txt, which list the others), sorted by relative POSIX path."""
     release_dir = Path(release_dir)
     out = []
     for p in release_dir.rglob("*"):
         rel = p.relative_to(release_dir)
-        if p.is_file() and rel.as_posix() != MANIFEST_NAME and not any(s.startswith(".") for s in rel.parts):
+        if p.is_file() and rel.as_posix() not in left_out and not any(s.startswith(".") for s in rel.parts):
             out.append(p)
     return sorted(out, key=lambda p: p.relative_to(release_dir).as_posix())
 
@@ -146,6 +154,47 @@ def write_manifest(manifest: Mapping, release_dir: Path) -> Path:
     return write_text(Path(release_dir) / MANIFEST_NAME, dumps(manifest))
 
 
+def sha256sums(release_dir: Path, entries: list[Mapping]) -> str:
+    """SHA256SUMS.txt for ``release_dir``: a ``sha256sum -c`` line for each file of the manifest's ``entries`` and
+    for the manifest (written first), sorted by path. Byte digests are taken from the entries; content-digest
+    entries (DuckDB) and the manifest are hashed here."""
+    release_dir = Path(release_dir)
+    sums = {e["path"]: e["sha256"] if e["digest"] == "bytes" else sha256_file(release_dir / e["path"])
+            for e in entries}
+    sums[MANIFEST_NAME] = sha256_file(release_dir / MANIFEST_NAME)
+    lines = []
+    for rel in sorted(sums):
+        if "\n" in rel or "\\" in rel:  # sha256sum escapes such names; the release has none
+            raise ValueError(f"{rel!r}: a release file name with a newline or backslash")
+        lines.append(f"{sums[rel]}  {rel}\n")
+    return "".join(lines)
+
+
+def write_sha256sums(release_dir: Path, entries: list[Mapping]) -> Path:
+    """Write ``release_dir/SHA256SUMS.txt`` (``sha256sums``) atomically; after the manifest."""
+    return write_text(Path(release_dir) / SUMS_NAME, sha256sums(release_dir, entries))
+
+
+def verify_sums(release_dir: Path) -> list[str]:
+    """What ``sha256sum -c SHA256SUMS.txt`` in ``release_dir`` would report, plus the files it does not list
+    (empty: all good)."""
+    release_dir = Path(release_dir)
+    path = release_dir / SUMS_NAME
+    if not path.is_file():
+        return [f"missing: {SUMS_NAME}"]
+    listed = {}
+    for line in path.read_text().splitlines():
+        digest, rel = line.split("  ", 1)
+        listed[rel] = digest
+    present = {p.relative_to(release_dir).as_posix()
+               for p in release_files(release_dir, left_out=(SUMS_NAME,))}
+    problems = [f"{SUMS_NAME}: missing: {p}" for p in sorted(set(listed) - present)]
+    problems += [f"not in {SUMS_NAME}: {p}" for p in sorted(present - set(listed))]
+    problems += [f"{SUMS_NAME}: changed: {p}" for p in sorted(set(listed) & present)
+                 if sha256_file(release_dir / p) != listed[p]]
+    return problems
+
+
 def verify(release_dir: Path, manifest: Mapping | None = None) -> list[str]:
     """Problems between ``release_dir`` and its manifest: missing, unlisted or changed files (empty: all good)."""
     release_dir = Path(release_dir)
@@ -166,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m ehrxqa_pipeline.release.manifest RELEASE_DIR", file=sys.stderr)
         return 2
-    problems = verify(Path(args[0]))
-    print("\n".join(problems) if problems else f"{args[0]}: every file matches {MANIFEST_NAME}")
+    problems = verify(Path(args[0])) + verify_sums(Path(args[0]))
+    print("\n".join(problems) if problems else f"{args[0]}: every file matches {MANIFEST_NAME} and {SUMS_NAME}")
     return 1 if problems else 0
 
 

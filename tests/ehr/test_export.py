@@ -73,4 +73,5 @@ def test_export_replaces_previous_files(built, exported, tmp_path):
     first = export_database(con, r.schema, r.answers_schema, tmp_path / "silver")
     again = export_database(con, r.schema, r.answers_schema, tmp_path / "silver")
     assert first.sqlite_sha256 == again.sqlite_sha256 == exported["silver"].sqlite_sha256
-    assert sorted(p.name for p in (tmp_path / "silver").iterdir()) == ["mimic_iv_cxr.db", "mimic_iv_cxr.duckdb"]
+    assert sorted(p.name for p in (tmp_path / "silver").iterdir()) == ["mimic_iv_cxr.db", "mimic_iv_cxr.duckdb",
+                                                                     "tables.json"]

@@ -4,7 +4,7 @@ import json
 
 import duckdb
 
-from ehrxqa_pipeline.release import datasheet, manifest, tables
+from ehrxqa_pipeline.release import datasheet, license_note, manifest, tables
 from tests.release.helpers import EHRXQA_MD, FUNNELS, REJECTED, VQA_MD, make_release, make_source
 
 DEVIATIONS = ("# Deviations\n\nIntro.\n\n| # | Published behaviour | This pipeline | Where |\n|---|---|---|---|\n"
@@ -73,3 +73,28 @@ def test_datasheet_answers_appendix_a_with_the_given_counts(tmp_path):
     assert "Intro." not in md and str(tmp_path) not in md
     real = datasheet.render_datasheet(t, {**sources, "synthetic": False, "generator": None}, code, 42, config)
     assert "synthetic source" not in real and "docs/deviations.md" in real
+
+
+def test_license_note_names_the_inherited_physionet_terms(tmp_path):
+    source = make_source(tmp_path)
+    sources = manifest.source_section(source, manifest.source_digests(source))
+    code = {"package": "ehrxqa-pipeline", "version": "0.1.0"}
+    note = license_note.render_license(sources, code)
+    assert "PhysioNet Credentialed Health Data License 1.5.0" in note
+    assert "PhysioNet Credentialed Health Data Use Agreement 1.5.0" in note
+    for key, version in (("mimiciv", "2.2"), ("mimic-cxr-jpg", "2.0.0"), ("chest-imagenome", "1.0.0")):
+        assert f"https://physionet.org/content/{key}/view-license/{version}/" in note
+        assert f"https://physionet.org/content/{key}/view-dua/{version}/" in note
+    assert "dataset hubs" in note and "only through PhysioNet" in note
+    assert "ehrxqa-pipeline 0.1.0) is licensed separately" in note
+    assert "synthetic source" in note and str(tmp_path) not in note
+    # the releases read are named (an opted-in later release), and a real source has no synthetic caveat
+    later = {**sources, "synthetic": False, "generator": None, "releases": {**sources["releases"], "mimiciv": "3.1"}}
+    real = license_note.render_license(later, code)
+    assert "MIMIC-IV 3.1: https://physionet.org/content/mimiciv/3.1/" in real and "synthetic" not in real
+    assert license_note.render_license(sources, code) == note  # no time, nothing machine-specific
+    t, _ = _gathered(tmp_path)
+    md = datasheet.render_datasheet(t, sources, {**code, "sha256": "ab" * 32, "files": 3, "dirs": ["assets"]}, 1, {})
+    distribution = md.split("## A.6 Distribution", 1)[1].split("## A.7", 1)[0]
+    assert license_note.LICENSE in distribution and "`LICENSE.txt`" in distribution
+    assert "`SHA256SUMS.txt`" in md

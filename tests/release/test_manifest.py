@@ -4,8 +4,10 @@ import hashlib
 import json
 import re
 import shutil
+import subprocess
 
 import duckdb
+import pytest
 
 from ehrxqa_pipeline.cli.build import BuildSummary, format_summary
 from ehrxqa_pipeline.config import Settings
@@ -67,7 +69,9 @@ def test_manifest_is_portable_and_repeatable(tmp_path):
 
 def test_written_manifest_verifies_and_reports_missing_and_unlisted(tmp_path):
     release = make_release(tmp_path)
-    path = manifest.write_manifest(_manifest(tmp_path, release, make_source(tmp_path)), release)
+    doc = _manifest(tmp_path, release, make_source(tmp_path))
+    path = manifest.write_manifest(doc, release)
+    manifest.write_sha256sums(release, doc["files"])
     assert path == release / "manifest.json" and manifest.verify(release) == []
     assert manifest.main([str(release)]) == 0
     (release / "ehrxqa" / "test.json").unlink()
@@ -140,3 +144,49 @@ def test_build_summary_says_when_llm_answers_came_from_the_cache(tmp_path):
     fresh = BuildSummary(success=True, seconds=1.0)
     fresh.materialized["paraphrase/candidates"] = {"cache_hits": 0, "requests": 9}
     assert "LLM answers" not in format_summary(fresh, settings)
+
+
+def _sha256sum_check(folder) -> subprocess.CompletedProcess:
+    return subprocess.run(["sha256sum", "-c", "--strict", "SHA256SUMS.txt"], cwd=folder, capture_output=True,
+                          text=True)
+
+
+def test_sha256sums_lists_every_file_and_passes_sha256sum_check(tmp_path):
+    release = make_release(tmp_path)
+    (release / "databases").mkdir()
+    _duckdb(release / "databases" / "x.duckdb", "ASC")
+    (release / "SHA256SUMS.txt").write_text("stale\n")  # a previous build's: neither listed nor a listing
+    doc = _manifest(tmp_path, release, make_source(tmp_path))
+    assert "SHA256SUMS.txt" not in [e["path"] for e in doc["files"]]
+    manifest.write_manifest(doc, release)
+    path = manifest.write_sha256sums(release, doc["files"])
+    lines = path.read_text().splitlines()
+    paths = [line.split("  ", 1)[1] for line in lines]
+    assert paths == sorted([e["path"] for e in doc["files"]] + ["manifest.json"])  # every file but itself
+    sums = dict(reversed(line.split("  ", 1)) for line in lines)
+    for e in doc["files"]:  # the manifest's byte digests, stated again; DuckDB files by their bytes
+        want = e["sha256"] if e["digest"] == "bytes" else digest.sha256_file(release / e["path"])
+        assert sums[e["path"]] == want
+    assert sums["manifest.json"] == digest.sha256_file(release / "manifest.json")
+    done = _sha256sum_check(release)
+    assert done.returncode == 0 and "FAILED" not in done.stdout, done.stdout + done.stderr
+    assert manifest.verify_sums(release) == [] and manifest.main([str(release)]) == 0
+    # one changed byte: sha256sum -c (and verify_sums) name that file only
+    target = release / "ehrxqa" / "valid.json"
+    data = bytearray(target.read_bytes())
+    data[0] ^= 1
+    target.write_bytes(bytes(data))
+    done = _sha256sum_check(release)
+    assert done.returncode == 1 and [x for x in done.stdout.splitlines() if "FAILED" in x] == [
+        "ehrxqa/valid.json: FAILED"], done.stdout
+    assert manifest.verify_sums(release) == ["SHA256SUMS.txt: changed: ehrxqa/valid.json"]
+    (release / "extra.txt").write_text("x")
+    assert manifest.verify_sums(release)[0] == "not in SHA256SUMS.txt: extra.txt"
+    assert manifest.main([str(release)]) == 1
+
+
+def test_sha256sums_refuses_names_sha256sum_would_escape(tmp_path):
+    (tmp_path / "a\\b.txt").write_text("x")
+    (tmp_path / "manifest.json").write_text("{}")
+    with pytest.raises(ValueError, match="newline or backslash"):
+        manifest.sha256sums(tmp_path, manifest.file_entries(tmp_path))
