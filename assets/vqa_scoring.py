@@ -117,7 +117,9 @@ def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelCon
                                decode_workers=config.decode_workers, device=device, amp=vqa_device.use_amp())
     with warehouse.connect() as con:
         work = train_workspace(con)
-    result = train_reference(work, _files_root(settings), train_config, log=context.log.info)
+    # the decoded training set on disk, memory-mapped (flat memory at MIMIC scale), removed after training
+    result = train_reference(work, _files_root(settings), train_config, log=context.log.info,
+                             scratch=settings.cache_dir / "vqa")
     save_model(result, path)
     png = plot_curves(result.curves)
     write_bytes(path.with_name("training_curves.png"), png)

@@ -5,6 +5,7 @@ no polars, DuckDB or Dagster):
 
     python -m benchmarks.decode_bench export --home H --source S --out BUNDLE [--images 1024]
     python -m benchmarks.decode_bench run --bundle BUNDLE [--device cuda] [--real-size] [--out FILE]
+    python -m benchmarks.decode_bench run --bundle BUNDLE --home H --source S ...   (export, then run: make bench)
 
 ``export`` (here, on a built home) copies the train split's first ``--images`` JPEGs (hash order) with their
 usable boxes (``boxes.npz``: JPEG-pixel coordinates, object index, model geometry) and the label pool's shape.
@@ -217,9 +218,11 @@ def run(bundle: Path, device: str = "auto", real_size: bool = False, batches=(64
         for name, a, b in zip(("crops", "thumbs", "texture"), on, off):
             record("cuda_vs_cpu_grey_levels", name, {"mean": round(float((a.float() - b.float()).abs().mean()), 3),
                                                       "max": int((a.int() - b.int()).abs().max())})
+    # one torch thread, as the build trains and predicts (TrainConfig.threads); irrelevant on CUDA, where the
+    # calling thread only feeds the device and the reader threads decode
+    torch.set_num_threads(1)
     for bs in batches:
         record("model", str(bs), _model_rates(data, dev, bs, amp))
-    torch.set_num_threads(1)  # the main process only feeds the device; the workers decode
     for dec in decoders:
         for bs in batches:
             record("decode", f"{dec}/{bs}", _decode_rate(data, dev, dec, bs, workers))
@@ -244,10 +247,20 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--repeat", type=int, default=1)
     r.add_argument("--decoders", default="torch,cpu")
     r.add_argument("--out")
+    r.add_argument("--home", help="export the bundle from this built home first (with --source)")
+    r.add_argument("--source")
     a = p.parse_args(argv)
     if a.cmd == "export":
         print(json.dumps(export(Path(a.home), Path(a.source), Path(a.out), a.images)))
         return 0
+    if a.home:
+        from ehrxqa_pipeline.sources.images import images_dir
+
+        if not images_dir(Path(a.source)).is_dir():
+            print(json.dumps({"skipped": f"no JPEGs under {images_dir(Path(a.source))} (a metadata-only source)"}))
+            return 0
+        shutil.rmtree(a.bundle, ignore_errors=True)
+        print(json.dumps(export(Path(a.home), Path(a.source), Path(a.bundle))), flush=True)
     run(Path(a.bundle), a.device, a.real_size, tuple(int(b) for b in a.batches.split(",")), a.workers, a.repeat,
         tuple(a.decoders.split(",")), Path(a.out) if a.out else None, log=lambda m: print(m, flush=True))
     return 0

@@ -14,7 +14,12 @@ takes seconds").
 Stage ``vqa_model`` (``benchmarks/vqa_bench.py``; needs the cxr stage's home and a source with JPEGs, so at
 ``full`` scale it reports that it was skipped) times the reference VQA model: a default training run and
 training / inference images/s per batch size with decode vs model seconds, on CUDA when present; its numbers
-go to <workdir>/vqa-model-<scale>.json.
+go to <workdir>/vqa-model-<scale>.json. Stage ``vqa_decode`` (``benchmarks/decode_bench.py``, same needs) exports
+the train images with their boxes to a bundle and measures JPEG decode (``cpu``: PIL + OpenCV threads;
+``torch``: torchvision's decoder, nvJPEG on CUDA), the model alone and the two end to end, in images/s; its
+numbers go to <workdir>/vqa-decode-<scale>.json. On a GPU machine without this project's environment, copy
+the bundle and run ``python -m benchmarks.decode_bench run --bundle DIR --device cuda --real-size`` there
+(torch, torchvision, numpy, PIL and OpenCV suffice).
 
 Stage ``scene-graph-zip`` (needs the generate stage's source) times ``sources.scene_graph.tabular_from_zip``
 on the source's ``silver_dataset/scene_graph.zip`` alone, in its own process: wall time and peak RSS like every
@@ -189,6 +194,10 @@ def stages(scale: str, work: Path, caps: str = "80,10") -> dict[str, tuple[list[
         # training / inference images/s per batch size, decode vs model (needs the cxr stage and JPEGs)
         "vqa_model": ([sys.executable, "-m", "benchmarks.vqa_bench", "--home", str(home), "--source", str(source),
                        "--out", str(work / f"vqa-model-{tag}.json")], {}),
+        # JPEG decode (PIL threads vs torch / nvJPEG), model and end-to-end images/s (needs the cxr stage and JPEGs)
+        "vqa_decode": ([sys.executable, "-m", "benchmarks.decode_bench", "run", "--home", str(home), "--source",
+                        str(source), "--bundle", str(work / f"decode-bundle-{tag}"), "--batches", "64,256",
+                        "--out", str(work / f"vqa-decode-{tag}.json")], {}),
         "build": ([EHRXQA, "build"], e2e_env),  # every asset, from an empty home
         "rebuild": ([EHRXQA, "build", "--changed"], e2e_env),  # nothing changed: runs nothing
         # a gold label, a silver label, a lab name edited: build --changed, each against the build stage
@@ -201,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--scales", default="demo,full")
     p.add_argument("--stages",
-                   default="generate,scene-graph-zip,ingest,cxr,vqa,ehr_db,ehrxqa,vqa_model,build,rebuild,edit")
+                   default="generate,scene-graph-zip,ingest,cxr,vqa,ehr_db,ehrxqa,vqa_model,vqa_decode,build,rebuild,"
+                           "edit")
     p.add_argument("--e2e-scales", default="demo", help="scales at which the build and rebuild stages run")
     p.add_argument("--workdir", default=str(ROOT / "data" / "bench"))
     p.add_argument("--ehrxqa-caps", default="80,10", help="per-template TRAIN_VALID,TEST caps of stage ehrxqa")

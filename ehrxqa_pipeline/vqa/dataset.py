@@ -85,11 +85,14 @@ class Arrays:
 
 
 def build_arrays(con, images: pl.DataFrame, files_root: Path, vocab: Vocab, labels: str | None,
-                 crop_size: int, thumb_size: int, workers: int, on_missing: str = "raise") -> Arrays:
-    """Decode ``images`` (from select_images) and attach targets from ``labels`` ('silver'|'gold'|None)."""
+                 crop_size: int, thumb_size: int, workers: int, on_missing: str = "raise",
+                 store: Path | None = None) -> Arrays:
+    """Decode ``images`` (from select_images) and attach targets from ``labels`` ('silver'|'gold'|None).
+
+    ``store``: a folder for the pixel and target arrays, memory-mapped (``vqa.images.decode_crops``)."""
     crops = decode_crops(con, list(zip(images["image_id"], images["image_path"])), files_root,
                          crop_size=crop_size, thumb_size=thumb_size, workers=workers, on_missing=on_missing,
-                         objects=list(vocab.objects))
+                         objects=list(vocab.objects), store=store)
     idx = crops.index
     obj = idx["object"].replace_strict(list(vocab.objects), range(len(vocab.objects)),
                                        return_dtype=pl.Int64).to_numpy(writable=True)
@@ -105,7 +108,13 @@ def build_arrays(con, images: pl.DataFrame, files_root: Path, vocab: Vocab, labe
                 JOIN cxr_labels.pairs p USING (object, attribute)""").pl()
         finally:
             con.unregister("_vqa_idx")
-        target = np.zeros((idx.height, len(vocab.attributes)), np.uint8)
+        shape = (idx.height, len(vocab.attributes))
+        if store is None:
+            target = np.zeros(shape, np.uint8)
+        else:
+            from numpy.lib.format import open_memmap
+
+            target = open_memmap(Path(store) / "target.npy", "w+", np.uint8, shape)  # zero-filled
         att = pos["attribute"].replace_strict(list(vocab.attributes), range(len(vocab.attributes)),
                                               return_dtype=pl.Int64).to_numpy()
         target[pos["row"].to_numpy(), att] = 1

@@ -102,33 +102,69 @@ def box_table(con, image_ids: list[str], objects: list[str] | None = None):
 
 def decode_crops(con, images: list[tuple[str, str]], files_root: Path, crop_size: int = 32,
                  thumb_size: int = 64, workers: int = 2, pad: float = 0.05, min_side: int = 512,
-                 on_missing: str = "raise", objects: list[str] | None = None) -> Crops:
+                 on_missing: str = "raise", objects: list[str] | None = None, store: Path | None = None,
+                 chunk_images: int = 1024) -> Crops:
     """Crops and thumbnails for ``images`` = [(image_id, image_path relative to files_root), ...].
 
     ``on_missing``: ``raise`` (default) -> ImageDecodeError naming the file; ``report`` -> the image is
     skipped and listed in ``Crops.missing``. ``objects`` restricts the crops to that vocabulary.
+    ``store``: a folder where the pixel arrays are written as ``.npy`` files, ``chunk_images`` images at a time,
+    and returned memory-mapped, so memory stays flat in the number of images (the reference model's training
+    set: ~1 KiB per crop, 36 crops per image, 8.7 GB for MIMIC-CXR's 242k silver images); same values as in
+    memory. A store needs ``on_missing="raise"`` (its rows are laid out before decoding).
     """
     if on_missing not in ("raise", "report"):
         raise ValueError(f"on_missing must be 'raise' or 'report', not {on_missing!r}")
+    if store is not None and on_missing != "raise":
+        raise ValueError("decode_crops: a crop store needs on_missing='raise'")
     ids = [i for i, _ in images]
     boxes, first, counts, coords, geom = box_table(con, ids, objects)
     root = Path(files_root)
     jobs = [(root / p, coords[f:f + c]) for (_, p), f, c in zip(images, first, counts)]
+
+    def work(job):
+        return decode_one(*job, crop_size, thumb_size, pad, min_side, on_missing)
+
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        results = list(pool.map(lambda j: decode_one(*j, crop_size, thumb_size, pad, min_side, on_missing), jobs))
+        if store is not None:
+            pixels = _decode_into(store, pool, work, jobs, counts, crop_size, thumb_size, chunk_images)
+            keep, missing = np.arange(len(jobs), dtype=np.int64), []
+        else:
+            results = list(pool.map(work, jobs))
+            keep = np.array([k for k, r in enumerate(results) if r is not None], np.int64)
+            missing = [str(root / images[k][1]) for k, r in enumerate(results) if r is None]
+            empty = np.zeros((0, crop_size, crop_size), np.uint8)
+            both = (np.stack([results[k][0] for k in keep]) if len(keep) else
+                    np.zeros((0, 2, thumb_size, thumb_size), np.uint8))
+            pixels = (np.concatenate([results[k][1] for k in keep] or [empty]), np.ascontiguousarray(both[:, 0]),
+                      np.ascontiguousarray(both[:, 1]))
     decode_seconds = time.perf_counter() - t0
-    keep = np.array([k for k, r in enumerate(results) if r is not None], np.int64)
-    missing = [str(root / images[k][1]) for k, r in enumerate(results) if r is None]
     kc = counts[keep]
     total = int(kc.sum())
     rows = np.arange(total) - np.repeat(np.cumsum(kc) - kc, kc) + np.repeat(first[keep], kc)  # box row per crop
     index = boxes.select("image_id", "object")[rows].with_columns(
         row=pl.Series(np.arange(total, dtype=np.int64)), image_row=pl.Series(np.repeat(np.arange(len(keep)), kc)))
-    empty = np.zeros((0, crop_size, crop_size), np.uint8)
-    both = (np.stack([results[k][0] for k in keep]) if len(keep) else
-            np.zeros((0, 2, thumb_size, thumb_size), np.uint8))
-    return Crops(
-        crops=np.concatenate([results[k][1] for k in keep] or [empty]), geom=geom[rows],
-        thumbs=np.ascontiguousarray(both[:, 0]), texture=np.ascontiguousarray(both[:, 1]),
-        index=index, image_ids=[ids[k] for k in keep], missing=missing, decode_seconds=decode_seconds)
+    return Crops(crops=pixels[0], geom=geom[rows], thumbs=pixels[1], texture=pixels[2], index=index,
+                 image_ids=[ids[k] for k in keep], missing=missing, decode_seconds=decode_seconds)
+
+
+def _decode_into(store: Path, pool, work, jobs, counts: np.ndarray, crop_size: int, thumb_size: int,
+                 chunk_images: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Crops, thumbnails and texture of ``jobs`` written into memory-mapped ``.npy`` files under ``store``, at
+    most ``chunk_images`` decoded images in memory at a time."""
+    from numpy.lib.format import open_memmap
+
+    store = Path(store)
+    store.mkdir(parents=True, exist_ok=True)
+    crops = open_memmap(store / "crops.npy", "w+", np.uint8, (int(counts.sum()), crop_size, crop_size))
+    thumbs = open_memmap(store / "thumbs.npy", "w+", np.uint8, (len(jobs), thumb_size, thumb_size))
+    texture = open_memmap(store / "texture.npy", "w+", np.uint8, (len(jobs), thumb_size, thumb_size))
+    at = np.cumsum(counts) - counts
+    for s in range(0, len(jobs), max(1, chunk_images)):
+        for k, (both, image_crops) in enumerate(pool.map(work, jobs[s:s + chunk_images]), s):
+            thumbs[k], texture[k] = both[0], both[1]
+            crops[at[k]:at[k] + counts[k]] = image_crops
+    for a in (crops, thumbs, texture):
+        a.flush()
+    return crops, thumbs, texture

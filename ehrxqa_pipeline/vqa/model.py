@@ -99,8 +99,11 @@ def image_stats(thumbs: np.ndarray) -> np.ndarray:
     Normalising crops by their image (not by themselves) keeps "brighter than this patient's lungs usually
     are" visible while removing the random window/level of each exposure.
     """
-    t = thumbs.reshape(len(thumbs), thumbs[0].size if len(thumbs) else 1).astype(np.float32)
-    return np.stack([t.mean(1), t.std(1) + 1.0], axis=1).astype(np.float32)
+    out = np.zeros((len(thumbs), 2), np.float32)
+    for s in range(0, len(thumbs), 4096):  # row by row statistics: chunks keep a memory-mapped set out of RAM
+        t = thumbs[s:s + 4096].reshape(-1, thumbs[0].size).astype(np.float32)
+        out[s:s + 4096] = np.stack([t.mean(1), t.std(1) + 1.0], axis=1)
+    return out
 
 
 def to_tensor(u8: np.ndarray, stats: np.ndarray, device: str, non_blocking: bool = False) -> torch.Tensor:

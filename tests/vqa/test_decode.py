@@ -71,6 +71,19 @@ def test_decode_errors_name_the_file(tmp_path):
         decode_gray(datas, "cpu", [str(tmp_path / p) for _, p in items])
 
 
+def test_crop_store_holds_the_in_memory_values_memory_mapped(tmp_path):
+    con, items = _mini_warehouse(tmp_path / "src", {"a": [("left lung", "pleural effusion")], "b": [], "c": []})
+    mem = decode_crops(con, items, tmp_path / "src")
+    disk = decode_crops(con, items, tmp_path / "src", store=tmp_path / "store", chunk_images=2)
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["crops.npy", "texture.npy", "thumbs.npy"]
+    assert isinstance(disk.crops, np.memmap) and isinstance(disk.thumbs, np.memmap)
+    for name in ("crops", "thumbs", "texture", "geom"):
+        assert np.array_equal(getattr(disk, name), getattr(mem, name)), name
+    assert disk.index.equals(mem.index) and disk.image_ids == mem.image_ids
+    with pytest.raises(ValueError, match="needs on_missing='raise'"):
+        decode_crops(con, items, tmp_path / "src", store=tmp_path / "s2", on_missing="report")
+
+
 def _stream_inputs(con, items, root):
     ids = [i for i, _ in items]
     _, first, counts, coords, _ = box_table(con, ids)

@@ -65,10 +65,13 @@ def test_beats_chance_on_held_out_images_and_shuffled_labels_do_not(vqa_warehous
         con.close()
 
 
-def test_same_seed_gives_bitwise_identical_weights_and_predictions(vqa_warehouse, vqa_trained, vqa_con):
+def test_same_seed_gives_bitwise_identical_weights_and_predictions(vqa_warehouse, vqa_trained, vqa_con, tmp_path):
     import torch  # here, not at the top: collecting this file (every worker of make test-fast does) stays cheap
 
-    again = train_reference(vqa_con, vqa_warehouse.files_root, tiny_config(), log=lambda _: None)
+    # trained again from a crop store on disk (memory-mapped) where vqa_trained held its crops in memory
+    again = train_reference(vqa_con, vqa_warehouse.files_root, tiny_config(), log=lambda _: None,
+                            scratch=tmp_path / "scratch")
+    assert list((tmp_path / "scratch").iterdir()) == []  # the store is removed after training
     a, b = vqa_trained.model.state_dict(), again.model.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert again.version == vqa_trained.version
