@@ -103,16 +103,21 @@ class ImageFiller:
         return dict(self.conn.execute("select subject_id, gender from patients"))
 
     # -- visual values -----------------------------------------------------------------------------------
+    @cached_property
+    def _vocab(self) -> tuple[set, set, list[str], list[str], list[str]]:
+        """(object, attribute) and (object, category) pairs of the label pool, and its sorted objects,
+        attributes and categories: what every visual draw consults (built once, not per draw)."""
+        return ({(x, y) for x, y, _ in self.pairs}, {(x, z) for x, _, z in self.pairs},
+                sorted({o for o, _, _ in self.pairs}), sorted({a for _, a, _ in self.pairs}),
+                sorted({c for _, _, c in self.pairs}))
+
     def _valid(self, o=(), a=(), c=()) -> bool:
-        pair = {(x, y) for x, y, _ in self.pairs}
-        objcat = {(x, z) for x, _, z in self.pairs}
+        pair, objcat = self._vocab[:2]
         return all((x, y) in pair for x in o for y in a) and all((x, z) in objcat for x in o for z in c)
 
     def visual(self, vqa_key: str, rng: np.random.Generator, studies: list[int], tries: int = 100) -> dict | None:
         cols = get_template(vqa_key).columns
-        objects = sorted({o for o, _, _ in self.pairs})
-        attributes = sorted({a for _, a, _ in self.pairs})
-        categories = sorted({c for _, _, c in self.pairs})
+        objects, attributes, categories = self._vocab[2:]
         seeds = [p for s in studies for p in self.positives.get(s, [])]
         for _ in range(tries):
             seed = _pick(rng, seeds) if seeds and rng.random() < 0.5 else None
