@@ -1,8 +1,13 @@
 """VQA scoring: the reference model trained on silver images, its predictions per image shard, and the
 scores of every VQA module on MIMIC-CXR-VQA and EHRXQA (paper Tables 4, E12, E16)."""
 
+import contextlib
 import json
+import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -28,6 +33,7 @@ from ehrxqa_pipeline.release.plots import markdown_image
 from ehrxqa_pipeline.sources.images import images_dir
 from ehrxqa_pipeline.vqa.predictions import (IMAGES_CONTRACT, IMAGES_SCHEMA, RELATIONS_CONTRACT, RELATIONS_SCHEMA,
                                              Predictions)
+from ehrxqa_pipeline.vqa.worker import LEARNED_CHECK
 from ehrxqa_pipeline.warehouse import replace_partition, replace_tables, transaction
 from resources import PipelineConfig, VqaDevice, Warehouse
 
@@ -41,19 +47,43 @@ SCORES_KEY = dg.AssetKey([names.VQA_SCORING, "scores"])
 TRAIN_WORKSPACE = [SPLIT_KEYS["silver"], ONTOLOGY_KEY, LABEL_KEYS["silver"], ingest_key("silver_bbox")]
 PREDICT_WORKSPACE = [SPLIT_KEYS["silver"], GOLD_COHORT_KEY, ONTOLOGY_KEY, ingest_key("silver_bbox"),
                      ingest_key("gold_bbox")]
-def train_workspace(con):
+def train_workspace(con, path: Path | None = None):
     """The reference model's training copy: the silver splits and labels (``TRAIN_WORKSPACE``)."""
     from ehrxqa_pipeline.vqa.workspace import snapshot
 
-    return snapshot(con, sides=("silver",), labels=("silver",))
+    return snapshot(con, sides=("silver",), labels=("silver",), path=path)
 
 
-def predict_workspace(con, top_folder: str):
+def predict_workspace(con, top_folder: str, path: Path | None = None):
     """The inference copy of one top folder: the silver split (valid chooses the decision rule) and every
     gold-cohort image, no labels (``PREDICT_WORKSPACE``)."""
     from ehrxqa_pipeline.vqa.workspace import GOLD_COHORT_IMAGES_SQL, snapshot
 
-    return snapshot(con, con.execute(GOLD_COHORT_IMAGES_SQL).pl(), top_folder=top_folder, sides=("silver",))
+    return snapshot(con, con.execute(GOLD_COHORT_IMAGES_SQL).pl(), top_folder=top_folder, sides=("silver",),
+                    path=path)
+
+
+@contextlib.contextmanager
+def _worker_files(settings, context) -> Iterator[Path]:
+    """A folder for one worker launch (its workspace DuckDB, its outputs), under EHRXQA_HOME/cache/vqa, removed
+    afterwards whatever happens."""
+    root = settings.cache_dir / "vqa"
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"{context.run_id[:8]}-", dir=root) as tmp:
+        yield Path(tmp)
+
+
+def _run_worker(context, pipes: dg.PipesSubprocessClient, task: dict) -> list:
+    """``vqa.worker`` in its own process through Dagster Pipes; what it reported (materialization, checks)."""
+    return pipes.run(context=context, command=[sys.executable, "-m", "ehrxqa_pipeline.vqa.worker"],
+                     extras=task).get_results()
+
+
+def _split_results(results: list) -> tuple[dg.MaterializeResult, list[dg.AssetCheckResult]]:
+    mats = [r for r in results if isinstance(r, dg.MaterializeResult)]
+    if len(mats) != 1:
+        raise dg.Failure(f"the VQA worker reported {len(mats)} materializations, expected 1")
+    return mats[0], [r for r in results if isinstance(r, dg.AssetCheckResult)]
 SCHEMA = names.VQA_SCORING
 OWNERS = ["team:ehrxqa"]
 _DEFAULT_EPOCHS = 6
@@ -91,17 +121,20 @@ def _gold_files(settings):
             settings.home / "answer_sheets" / "gold" / "tb_cxr_plus.db")
 
 
-@dg.asset(key=MODEL_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"pytorch"}, owners=OWNERS,
-          deps=TRAIN_WORKSPACE,
+@dg.asset(key=MODEL_KEY, group_name=names.VQA_SCORING, code_version="2", kinds={"pytorch"}, owners=OWNERS,
+          deps=TRAIN_WORKSPACE, check_specs=[dg.AssetCheckSpec(LEARNED_CHECK, asset=MODEL_KEY, description=(
+              "The kept epoch's valid macro AUROC is above 0.5, the untrained model's (its prior alone); a warning "
+              "otherwise. Reported by the training process (vqa.worker) through Dagster Pipes."))],
           automation_condition=ON_CHANGE, pool=GPU_POOL, op_tags=GPU_TAGS,
           description="Grain: one model file (EHRXQA_HOME/models/reference_model.pt): a small CNN over each "
                       "object's box crop with one presence output per attribute, plus view-position and sex heads "
                       "on the whole image (paper E.1.3, trained from scratch). Trained on silver-train images, "
-                      "best epoch by silver-valid AUROC. CUDA when present (bf16 autocast), else CPU. Source: "
+                      "best epoch by silver-valid AUROC, in its own process (ehrxqa_pipeline.vqa.worker, launched "
+                      "through Dagster Pipes). CUDA when present (bf16 autocast), else CPU. Source: "
                       "splits.silver, cxr_labels.silver, cxr_labels.pairs, ingest.silver_bbox, the JPEGs.")
 def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelConfig, pipeline_config: PipelineConfig,
-                    warehouse: Warehouse, vqa_device: VqaDevice) -> dg.MaterializeResult:
-    from ehrxqa_pipeline.vqa.train import TrainConfig, plot_curves, save_model, train_reference
+                    warehouse: Warehouse, vqa_device: VqaDevice, vqa_pipes: dg.PipesSubprocessClient):
+    from ehrxqa_pipeline.vqa.train import TrainConfig
 
     settings = pipeline_config.settings()
     path = _model_path(settings)
@@ -109,27 +142,26 @@ def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelCon
         path.unlink(missing_ok=True)
         context.log.warning("EHRXQA_CHECK_IMAGES=0 (a source without JPEGs): no reference model is trained; "
                             "vqa_scoring/scores reports the modules that read no pixels")
-        return dg.MaterializeResult(data_version=dg.DataVersion("untrained"),
-                                    metadata={"trained": False, "reason": "source without JPEGs"})
+        yield dg.MaterializeResult(data_version=dg.DataVersion("untrained"),
+                                   metadata={"trained": False, "reason": "source without JPEGs"})
+        yield dg.AssetCheckResult(check_name=LEARNED_CHECK, passed=True, description="no model: no JPEGs")
+        return
     device = vqa_device.resolved()
     train_config = TrainConfig(epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
                                crop_size=config.crop_size, seed=settings.seed, max_images=config.max_images,
                                decode_workers=config.decode_workers, device=device, amp=vqa_device.use_amp())
-    with warehouse.connect() as con:
-        work = train_workspace(con)
-    # the decoded training set on disk, memory-mapped (flat memory at MIMIC scale), removed after training
-    result = train_reference(work, _files_root(settings), train_config, log=context.log.info,
-                             scratch=settings.cache_dir / "vqa")
-    save_model(result, path)
-    png = plot_curves(result.curves)
-    write_bytes(path.with_name("training_curves.png"), png)
-    best = result.curves[result.best_epoch - 1] if result.curves else {}
-    return dg.MaterializeResult(data_version=dg.DataVersion(result.version), metadata={
-        "trained": True, "version": result.version, "device": device, "path": dg.MetadataValue.path(str(path)),
-        "best_epoch": result.best_epoch, "valid_auroc": best.get("valid_auroc"),
-        "training_curves": dg.MetadataValue.md(markdown_image(png, "training curves")),
-        "curves": dg.MetadataValue.json(result.curves), "timings": dg.MetadataValue.json(result.timings),
-        "config": dg.MetadataValue.json(asdict(train_config))})
+    with _worker_files(settings, context) as tmp:
+        with warehouse.connect() as con:
+            train_workspace(con, tmp / "workspace.duckdb").close()
+        # the decoded training set goes to a memory-mapped store in tmp (flat memory at MIMIC scale)
+        mat, checks = _split_results(_run_worker(context, vqa_pipes, {
+            "task": "train", "workspace": str(tmp / "workspace.duckdb"), "files_root": str(_files_root(settings)),
+            "model": str(path), "scratch": str(tmp), "config": asdict(train_config)}))
+    png = path.with_name("training_curves.png").read_bytes()
+    yield dg.MaterializeResult(data_version=mat.data_version, metadata={
+        **(mat.metadata or {}), "path": dg.MetadataValue.path(str(path)),
+        "training_curves": dg.MetadataValue.md(markdown_image(png, "training curves"))})
+    yield from checks
 
 
 def _partition_images(work, partition: str) -> list[str]:
@@ -152,22 +184,25 @@ def _partition_images(work, partition: str) -> list[str]:
                       "Source: vqa_scoring/reference_model, splits.silver, cxr_cohort.gold, cxr_labels.pairs, "
                       "ingest.silver_bbox, ingest.gold_bbox (the test images' CTR/MTR), the JPEGs.")
 def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse,
-                vqa_device: VqaDevice) -> dg.MaterializeResult:
+                vqa_device: VqaDevice, vqa_pipes: dg.PipesSubprocessClient) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
     part = context.partition_key
     path = _model_path(settings)
-    preds, timings = Predictions.empty(), {}
+    preds, reported = Predictions.empty(), {}
     if path.is_file():
-        from ehrxqa_pipeline.vqa.infer import predict
-        from ehrxqa_pipeline.vqa.train import load_model
-
-        with warehouse.connect() as con:
-            work = predict_workspace(con, part)
-        ids = _partition_images(work, part)
-        if ids:
-            device = vqa_device.resolved()
-            preds = predict(load_model(path, device), work, _files_root(settings), split=None, image_ids=ids,
-                            device=device, timings=timings)
+        with _worker_files(settings, context) as tmp:
+            with warehouse.connect() as con:
+                work = predict_workspace(con, part, tmp / "workspace.duckdb")
+            ids = _partition_images(work, part)
+            work.close()
+            if ids:
+                mat, _ = _split_results(_run_worker(context, vqa_pipes, {
+                    "task": "predict", "workspace": str(tmp / "workspace.duckdb"),
+                    "files_root": str(_files_root(settings)), "model": str(path), "device": vqa_device.resolved(),
+                    "image_ids": ids, "out": str(tmp / "out")}))
+                reported = dict(mat.metadata or {})
+                preds = Predictions(pl.read_parquet(tmp / "out" / "relations.parquet"),
+                                    pl.read_parquet(tmp / "out" / "images.parquet"))
         context.log.info(f"{part}: {len(ids)} images predicted")
     else:
         context.log.warning(f"{part}: no reference model ({path}); nothing predicted")
@@ -180,8 +215,7 @@ def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConf
                                   frame.select(*schema))
         shard = f"""(SELECT * FROM {SCHEMA}.predicted_relations WHERE "partition" = '{part}')"""
         return dg.MaterializeResult(metadata={
-            **table_metadata(con, shard), "images": preds.images.height,
-            "timings": dg.MetadataValue.json({k: v for k, v in timings.items() if k != "missing"})},
+            **reported, **table_metadata(con, shard), "images": preds.images.height},
             check_results=[contract_check_result(con, PREDICTIONS_KEY)])
 
 

@@ -1,4 +1,7 @@
-"""Dagster resources: configuration, the DuckDB warehouse, the LLM endpoint and the VQA device."""
+"""Dagster resources: configuration, the DuckDB warehouse, the LLM endpoint, the VQA device and the client that
+launches the VQA worker process (Dagster Pipes: ehrxqa_pipeline.vqa.worker)."""
+
+import dagster as dg
 
 from resources.config import PipelineConfig
 from resources.device import VqaDevice
@@ -12,4 +15,4 @@ def default_resources() -> dict:
     """Resources of the code location: every value resolved from the environment when a step runs."""
     config = PipelineConfig()
     return {"pipeline_config": config, "warehouse": Warehouse(config=config), "llm": LLMResource(),
-            "vqa_device": VqaDevice()}
+            "vqa_device": VqaDevice(), "vqa_pipes": dg.PipesSubprocessClient()}

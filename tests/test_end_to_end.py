@@ -349,6 +349,14 @@ def test_vqa_scores_for_every_module(built):
     assert sum(1 for k in summary.materialized if k.startswith("vqa_scoring/predictions[")) == 10
     model = _metadata(instance, "vqa_scoring", "reference_model")
     assert model["trained"].value is True and model["training_curves"].value.startswith("![training curves]")
+    # trained and predicted in their own processes (vqa.worker): what they reported through Dagster Pipes arrived
+    assert model["timings"].value["epochs_run"] == 2 and model["config"].value["epochs"] == 2
+    learned = instance.get_latest_asset_check_evaluation_record(
+        dg.AssetCheckKey(dg.AssetKey(["vqa_scoring", "reference_model"]), "learned"))
+    check = learned.event.dagster_event.event_specific_data.metadata
+    assert learned.status.value == "SUCCEEDED" and check["best_epoch"].value == model["best_epoch"].value
+    part = instance.get_latest_materialization_event(dg.AssetKey(["vqa_scoring", "predictions"]))
+    assert part.asset_materialization.metadata["timings"].value["images"] > 0
     scores = json.loads((settings.release_dir / "scores.json").read_text())
     assert {"reference", "oracle", "yes", "prior_most", "prior_question", "prior_question_text"} <= set(scores)
     assert scores["oracle"]["mimic_cxr_vqa/accuracy"] == 1.0 and scores["oracle"]["ehrxqa/accuracy"] == 1.0

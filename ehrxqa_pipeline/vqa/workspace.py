@@ -16,6 +16,8 @@ edit retrains and re-predicts nothing (issue 23).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import polars as pl
 
@@ -57,13 +59,16 @@ def copied_tables(sides=SIDES, labels=()) -> list[str]:
 
 
 def snapshot(con: duckdb.DuckDBPyConnection, extra: pl.DataFrame | None = None, top_folder: str | None = None,
-             *, sides=SIDES, labels=()) -> duckdb.DuckDBPyConnection:
+             *, sides=SIDES, labels=(), path: Path | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB holding ``splits.images`` (the split tables of ``sides``, in that order),
     ``cxr_labels.pairs``, ``cxr_labels.<x>`` for each of ``labels`` and the boxes of its images; ``extra``
     (image_id, subject_id, study_id, view_position, gender; optionally split, ctr, mtr) joins ``splits.images``
     (with split 'ehrxqa' unless it names one) where the image is not already there. ``top_folder`` (pNN): copy
-    only the boxes of that folder's images (one inference partition)."""
-    mem = duckdb.connect()
+    only the boxes of that folder's images (one inference partition). ``path``: a new DuckDB file instead of
+    memory (for the out-of-process worker, ``vqa.worker``; close the returned connection before it reads)."""
+    if path is not None:
+        Path(path).unlink(missing_ok=True)
+    mem = duckdb.connect(":memory:" if path is None else str(path))
     _create(mem, "splits.images", pl.concat([con.execute(f"SELECT * FROM splits.{side}").pl() for side in sides],
                                             how="vertical_relaxed"))  # the sides one after the other
     for table in copied_tables((), labels):
