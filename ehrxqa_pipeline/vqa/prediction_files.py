@@ -71,6 +71,10 @@ def _listed(ids: Sequence) -> str:
     return shown + (f" and {len(ids) - SHOWN} more" if len(ids) > SHOWN else "")
 
 
+def _n(items: Sequence, one: str, many: str) -> str:
+    return f"{len(items)} {one if len(items) == 1 else many}"
+
+
 def _id(value):
     """An item id as the release writes it (an integer); a string of digits is read as that integer."""
     if isinstance(value, bool):
@@ -129,24 +133,27 @@ def read_predictions(path: str | Path, dataset: str, ids: Sequence[int], split: 
             malformed.setdefault(problem, []).append(key)
         got.setdefault(key, []).append(entry["answer"])
     if bad_entries:
-        problems.append(f"{len(bad_entries)} entries are not objects with \"id\" and \"answer\" (positions "
+        problems.append(f"{_n(bad_entries, 'entry is', 'entries are')} not objects with \"id\" and \"answer\" "
+                        "(positions "
                         f"{_listed(bad_entries)} in the array)")
     if bad_ids:
-        problems.append(f"{len(bad_ids)} ids are not integers: {_listed(bad_ids)}")
+        problems.append(f"{_n(bad_ids, 'id is not an integer', 'ids are not integers')}: {_listed(bad_ids)}")
     duplicates = sorted(k for k, answers in got.items() if len(answers) > 1)
     if duplicates:
-        problems.append(f"{len(duplicates)} ids appear more than once: {_listed(duplicates)}; keep one answer each")
+        problems.append(f"{_n(duplicates, 'id appears', 'ids appear')} more than once: {_listed(duplicates)}; "
+                        "keep one answer each")
     expected = set(ids)
     unknown = sorted(set(got) - expected)
     if unknown:
-        problems.append(f"{len(unknown)} ids are not in {dataset}/{split}.json: {_listed(unknown)}")
+        problems.append(f"{_n(unknown, 'id is', 'ids are')} not in {dataset}/{split}.json: {_listed(unknown)}")
     missing = [i for i in ids if i not in got]
     if missing:
         problems.append(f"{len(missing)} of the {len(ids)} items of {dataset}/{split}.json have no prediction: "
                         f"ids {_listed(missing)}; give every item an entry (answer null to abstain)")
     for problem, keys in malformed.items():
         kind = "lists of strings" if dataset == MIMIC_CXR_VQA else "lists"
-        problems.append(f"{len(keys)} answers are {problem}: ids {_listed(sorted(keys))}; answers are {kind} "
+        problems.append(f"{_n(keys, 'answer is', 'answers are')} {problem}: ids {_listed(sorted(keys))}; "
+                        f"answers are {kind} "
                         "(e.g. [\"yes\"], [] for none) or null to abstain")
     if problems:
         raise PredictionsError(f"{where}: " + "\n  ".join(["cannot be scored:", *problems]))
