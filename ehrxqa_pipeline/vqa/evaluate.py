@@ -35,9 +35,9 @@ from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import prepare_labels
 from ehrxqa_pipeline.vqa.baselines import PriorMost, PriorQuestion, PriorQuestionText
 from ehrxqa_pipeline.vqa.leaderboard import module_scores
 from ehrxqa_pipeline.vqa.modules import OpenAIVisionModule, ReferenceModule, answer_mimic_cxr_vqa
+from ehrxqa_pipeline.vqa.prediction_files import EHRXQA, MIMIC_CXR_VQA
 from ehrxqa_pipeline.vqa.predictions import Predictions
 from ehrxqa_pipeline.vqa.robustness import paraphrase_robustness, phrasings
-from ehrxqa_pipeline.vqa.prediction_files import EHRXQA, MIMIC_CXR_VQA
 from ehrxqa_pipeline.vqa.scoring import score_ehrxqa, score_mimic_cxr_vqa, verify_auroc, verify_items
 
 
