@@ -238,14 +238,17 @@ def _load_predictions(con) -> Predictions | None:
     return Predictions(rel, img) if img.height else None
 
 
-@dg.asset(key=SCORES_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"duckdb", "json"}, owners=OWNERS,
+@dg.asset(key=SCORES_KEY, group_name=names.VQA_SCORING, code_version="2", kinds={"duckdb", "json"}, owners=OWNERS,
           deps=[PREDICTIONS_KEY, *VQA_QUESTION_KEYS.values(), EHRXQA_QUESTION_KEYS["gold"], *SPLIT_KEYS.values(),
                 ONTOLOGY_KEY, LABEL_KEYS["silver"], LABEL_KEYS["gold"], POOLS_KEY, DB_KEYS["gold"]],
           automation_condition=RELEASE_ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
           description="Grain: one row per (VQA module, metric): MIMIC-CXR-VQA test accuracy and micro F1 (overall, "
                       "per content type), relative AUROC vs the reference model (E.1.3), EHRXQA execution accuracy "
                       "of the gold NeuralSQL per modality x patient scope (Table E16), paraphrase robustness of "
-                      "text-reading modules. Table vqa_scoring.scores; EHRXQA_HOME/release/scores.{json,md}. "
+                      "text-reading modules. Table vqa_scoring.scores; EHRXQA_HOME/release/scores.{json,md}; each "
+                      "scored module's answer per test item, one file per dataset and module: "
+                      "release/predictions/{mimic-cxr-vqa,ehrxqa}/test/<module>.json ([{id, answer}], the "
+                      "format `ehrxqa score` reads, which gives the same scores). "
                       "Source: vqa_scoring.predicted_*, mimic_cxr_vqa.{silver,gold}, ehrxqa.gold (test), "
                       "splits.{silver,gold}, cxr_labels.pairs, cxr_labels.gold, cxr_labels.silver (train prevalence), "
                       "paraphrase.pools, the gold database and answer sheet.")
@@ -253,6 +256,7 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
            warehouse: Warehouse, vqa_device: VqaDevice) -> dg.MaterializeResult:
     from ehrxqa_pipeline.vqa.evaluate import EvaluationInputs, evaluate
     from ehrxqa_pipeline.vqa.leaderboard import leaderboard_markdown, scores_json
+    from ehrxqa_pipeline.vqa.prediction_files import write_module_predictions
 
     settings = pipeline_config.settings()
     database, sheet = _gold_files(settings)
@@ -274,6 +278,7 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
     md = leaderboard_markdown(result.scores)
     write_text(settings.release_dir / "scores.json", text)
     write_text(settings.release_dir / "scores.md", md)
+    written = write_module_predictions(settings.release_dir, result.predictions, split="test")
     rows = pl.DataFrame([{"module": m, "metric": k, "value": None if v is None else float(v)}
                          for m, metrics in json.loads(text).items() for k, v in metrics.items()],
                         schema=load_contract("vqa_scoring.scores").polars_schema())
@@ -282,4 +287,6 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
         return table_result(context, con, f"{SCHEMA}.scores", metadata={
             "leaderboard": dg.MetadataValue.md(md), "modules": dg.MetadataValue.json(sorted(result.scores)),
             "reference_trained": preds is not None, "reference_decision": dg.MetadataValue.json(result.decision),
-            "path": dg.MetadataValue.path(str(settings.release_dir / "scores.json"))})
+            "path": dg.MetadataValue.path(str(settings.release_dir / "scores.json")),
+            "prediction_files": dg.MetadataValue.json(
+                [p.relative_to(settings.release_dir).as_posix() for p in written])})

@@ -133,6 +133,8 @@ def test_release_manifest_lists_every_file_with_its_hash(built):
     assert {"LICENSE.txt", "ehrxqa/databases/silver/tables.json", "ehrxqa/databases/gold/tables.json"} <= set(paths)
     assert "PhysioNet Credentialed Health Data License 1.5.0" in (settings.release_dir / "LICENSE.txt").read_text()
     assert "SHA256SUMS.txt" not in paths  # it lists the manifest, so the manifest does not list it
+    assert {f"predictions/{d}/test/{m}.json" for d in ("ehrxqa", "mimic-cxr-vqa")
+            for m in ("reference", "oracle", "yes", "prior_most", "prior_question")} <= set(paths)
 
 
 def test_sha256sums_checks_the_release_folder_with_sha256sum(built, tmp_path):
@@ -369,3 +371,31 @@ def test_vqa_scores_for_every_module(built):
         images = con.execute("SELECT count(DISTINCT image_id) FROM vqa_scoring.predicted_images").fetchone()[0]
         test = con.execute("SELECT count(*) FROM splits.gold WHERE split = 'test'").fetchone()[0]
     assert images >= test > 0
+
+
+def test_score_command_reproduces_the_scores_asset(built, capsys):
+    """`ehrxqa score` on each module's released per-item predictions (release/predictions/<dataset>/test/) gives
+    that module's numbers of release/scores.json (4 places, as written there): accuracy, micro F1 and the per
+    content type accuracy (MIMIC-CXR-VQA), Acc_EX overall and per modality x patient scope (EHRXQA), item counts;
+    a failed query is an abstention in the file (its answer is null), so abstentions + errors agree."""
+    from ehrxqa_pipeline.cli import main
+    from ehrxqa_pipeline.vqa.leaderboard import scores_json
+
+    settings, *_ = built
+    release = settings.release_dir
+    board = json.loads((release / "scores.json").read_text())
+    files = sorted((release / "predictions").rglob("*.json"))
+    assert len(files) == 10, files  # 5 modules x 2 datasets (no vision endpoint)
+    for path in files:
+        dataset, module = path.parent.parent.name, path.stem
+        assert main(["score", str(path), "--dataset", dataset, "--release", str(release), "--json"]) == 0
+        got = json.loads(scores_json({module: json.loads(capsys.readouterr().out)["scores"]}))[module]
+        prefix = dataset.replace("-", "_") + "/"
+        want = {k: v for k, v in board[module].items() if k.startswith(prefix)}
+        assert set(got) == set(want) and len(want) >= 4, (dataset, module)
+        for k in want:
+            if k not in (prefix + "abstentions", prefix + "errors"):
+                assert got[k] == want[k], (dataset, module, k, got[k], want[k])
+        failed = want.get(prefix + "errors", 0)
+        assert got[prefix + "abstentions"] == want[prefix + "abstentions"] + failed, (dataset, module)
+    assert board["oracle"]["ehrxqa/accuracy"] == 1.0 and board["yes"]["ehrxqa/accuracy"] < 1.0

@@ -1,4 +1,4 @@
-"""The ``ehrxqa`` command: generate or validate a source, build the datasets, open the UI."""
+"""The ``ehrxqa`` command: generate or validate a source, build the datasets, open the UI, score predictions."""
 
 from __future__ import annotations
 
@@ -223,6 +223,32 @@ def cmd_cache_clear(args) -> int:
     return 0
 
 
+def cmd_score(args) -> int:
+    """Score a predictions file against the release (``vqa.score_file``): exit 2 with the file and the offending
+    ids named when it cannot be scored."""
+    import json
+
+    from ehrxqa_pipeline.vqa.prediction_files import PredictionsError
+    from ehrxqa_pipeline.vqa.score_file import ReleaseError, format_report, score_file
+
+    if args.release is not None:
+        release = Path(args.release)
+    else:
+        try:
+            release = Settings.resolve(getattr(args, "home", None)).release_dir
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    try:
+        result = score_file(args.predictions, release, dataset=args.dataset, split=args.split)
+    except (PredictionsError, ReleaseError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2, sort_keys=True) if args.json else format_report(result), end="\n" if args.json
+          else "")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ehrxqa", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -263,6 +289,18 @@ def parser() -> argparse.ArgumentParser:
     clear = cc.add_parser("clear", help="delete a cache")
     clear.add_argument("which", choices=["llm"], help="llm: the LLM answer cache (cache/llm_cache.duckdb)")
     clear.set_defaults(func=cmd_cache_clear)
+
+    s = sub.add_parser("score", help="score a predictions file against the release's split file (paper metrics)")
+    s.add_argument("predictions", metavar="PREDICTIONS.json",
+                   help='[{"id": <record id>, "answer": [...] or null}, ...], one entry per item of the split')
+    s.add_argument("--dataset", choices=["ehrxqa", "mimic-cxr-vqa"], default="ehrxqa",
+                   help="ehrxqa: Acc_EX by modality and patient scope (and RS(c) with unanswerable items); "
+                        "mimic-cxr-vqa: Acc and micro F1 by content and semantic type")
+    s.add_argument("--split", choices=["train", "valid", "test"], default="test")
+    s.add_argument("--release", default=None, metavar="DIR", help="the release folder (default: EHRXQA_HOME/release)")
+    s.add_argument("--json", action="store_true", help="print the scores as JSON")
+    s.add_argument("--home", default=None, help=f"overrides ${HOME_ENV}: scores against its release/")
+    s.set_defaults(func=cmd_score)
 
     for sp in (b, u, clear):
         sp.add_argument("--home", default=None, help=f"overrides ${HOME_ENV} (default ./data)")

@@ -14,6 +14,10 @@ and ``vision`` (an OpenAI-compatible endpoint, when one is configured).
   patient scope (``scoring.score_ehrxqa``). Table items call no VQA module, so they run once and their
   outcome is shared by every module (same result, a fifth of the time).
 - Paraphrase robustness (VQA-RAD): for the text-reading modules only (``prior_question_text``, ``vision``).
+
+Every module scored on a dataset also leaves its per-item answers (``Evaluation.predictions``), which the
+scores asset writes to ``release/predictions/`` in the format ``ehrxqa score`` reads; the scores are decided by
+the same comparisons that command uses (``scoring.ehrxqa_outcome``, ``metrics.correct`` / ``micro_f1``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import prepare_labels
 from ehrxqa_pipeline.vqa.baselines import PriorMost, PriorQuestion, PriorQuestionText
 from ehrxqa_pipeline.vqa.leaderboard import module_scores
 from ehrxqa_pipeline.vqa.modules import OpenAIVisionModule, ReferenceModule, answer_mimic_cxr_vqa
+from ehrxqa_pipeline.vqa.prediction_files import EHRXQA, MIMIC_CXR_VQA
 from ehrxqa_pipeline.vqa.predictions import Predictions
 from ehrxqa_pipeline.vqa.robustness import paraphrase_robustness, phrasings
 from ehrxqa_pipeline.vqa.scoring import score_ehrxqa, score_mimic_cxr_vqa, verify_auroc, verify_items
@@ -59,6 +64,9 @@ class Evaluation:
     scores: dict[str, dict] = field(default_factory=dict)  # module -> flat metrics (leaderboard.module_scores)
     details: dict[str, dict] = field(default_factory=dict)  # module -> the scorers' full outputs
     decision: dict = field(default_factory=dict)  # the reference model's decision rule and why
+    # dataset ("mimic-cxr-vqa", "ehrxqa") -> module -> [{"id", "answer"}] per test item in release order
+    # (MIMIC-CXR-VQA: id = idx, the position in test.json; EHRXQA: the record id): release/predictions/
+    predictions: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
 
 
 def merge_ehrxqa(a: dict, b: dict) -> dict:
@@ -78,6 +86,8 @@ def merge_ehrxqa(a: dict, b: dict) -> dict:
     for key in ("skipped_impossible", "vqa_asked", "vqa_abstentions"):
         out[key] = a.get(key, 0) + b.get(key, 0)
     out["error_examples"] = (a.get("error_examples", []) + b.get("error_examples", []))[:5]
+    answers = {**a.get("answers", {}), **b.get("answers", {})}
+    out["answers"] = {k: answers[k] for k in sorted(answers)}
     return out
 
 
@@ -159,6 +169,8 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
         log(f"MIMIC-CXR-VQA test: {name} answers {test.height:,} questions")
         answers[name] = answer_mimic_cxr_vqa(module, test, images=x.images, images_root=x.images_root)
         out.details[name] = {"mimic_cxr_vqa": score_mimic_cxr_vqa(test, answers[name])}
+        out.predictions.setdefault(MIMIC_CXR_VQA, {})[name] = [{"id": i, "answer": a}
+                                                               for i, a in enumerate(answers[name])]
     if x.predictions is not None:  # E.1.3 on the decomposed Test (verify) set: every pool pair of every test image
         verify = verify_items(x.predictions, x.gold_positives, test["image_id"].unique().sort())
         log(f"relative AUROC: {verify.height:,} decomposed verify questions")
@@ -176,6 +188,7 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
         log(f"EHRXQA test: {name} runs {image_items.height:,} NeuralSQL queries")
         result = merge_ehrxqa(table_part, score_ehrxqa(x.gold_database, x.images_root, image_items, module))
         out.details.setdefault(name, {})["ehrxqa"] = result
+        out.predictions.setdefault(EHRXQA, {})[name] = [{"id": i, "answer": a} for i, a in result["answers"].items()]
 
     text_modules = {"prior_question_text": PriorQuestionText.fit(fit), **({"vision": vision} if vision else {})}
     phrased = phrasings(test, x.pools, k=robustness_k, seed=seed)

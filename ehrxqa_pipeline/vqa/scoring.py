@@ -31,6 +31,7 @@ from ehrxqa_pipeline.questions.ehrxqa.registry import BY_INDEX
 from ehrxqa_pipeline.questions.ehrxqa.stats import scope_axes
 from ehrxqa_pipeline.questions.neuralsql import NeuralSqlError, NeuralSqlExecutor, VqaModule, same_answer
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import ARGUMENT_COLUMNS, CONTENT_TYPES, SEMANTIC_TYPES, TEMPLATES
+from ehrxqa_pipeline.vqa.leaderboard import MODALITIES, PATIENT_SCOPES
 from ehrxqa_pipeline.vqa.metrics import (accuracy, auroc_by_group, execution_accuracy, micro_f1, relative_auroc)
 from ehrxqa_pipeline.vqa.predictions import Predictions
 
@@ -42,7 +43,9 @@ _LIST = pl.List(pl.String)
 # -- MIMIC-CXR-VQA ------------------------------------------------------------------------------------
 def score_mimic_cxr_vqa(test_questions: pl.DataFrame, predicted_answers: Sequence | pl.Series) -> dict:
     """{"n", "accuracy", "micro_f1", "abstentions", "by_content_type": {type: {"n", "accuracy", "micro_f1"}},
-    "by_semantic_type": {...}}; one predicted answer (list[str] or None) per row of ``test_questions``."""
+    "by_semantic_type": {...}}; one predicted answer (list[str] or None) per row of ``test_questions``, whose
+    types come from its ``template_key`` (warehouse rows) or, without one, from its own ``content_type`` and
+    ``semantic_type`` columns (released records: ``vqa.score_file``)."""
     pred = (predicted_answers if isinstance(predicted_answers, pl.Series)
             else pl.Series(list(predicted_answers), dtype=_LIST))
     if pred.len() != test_questions.height:
@@ -50,8 +53,12 @@ def score_mimic_cxr_vqa(test_questions: pl.DataFrame, predicted_answers: Sequenc
     types = pl.DataFrame({"template_key": [t.key for t in TEMPLATES],
                           "content_type": [t.content_type for t in TEMPLATES],
                           "semantic_type": [t.semantic_type for t in TEMPLATES]})
-    f = test_questions.select("template_key", pl.col("answer").cast(_LIST)).with_columns(pred=pred.cast(_LIST))
-    f = f.join(types, on="template_key", how="left", maintain_order="left")
+    if "template_key" not in test_questions.columns:
+        f = test_questions.select("content_type", "semantic_type", pl.col("answer").cast(_LIST))
+        f = f.with_columns(pred=pred.cast(_LIST), template_key=pl.lit(None, pl.String))
+    else:
+        f = test_questions.select("template_key", pl.col("answer").cast(_LIST)).with_columns(pred=pred.cast(_LIST))
+        f = f.join(types, on="template_key", how="left", maintain_order="left")
     if f["content_type"].null_count():
         unknown = sorted(set(f.filter(pl.col("content_type").is_null())["template_key"]))
         raise ValueError(f"unknown template keys {unknown}")
@@ -140,8 +147,15 @@ def _scope_of(item) -> str:
     raise ValueError("an EHRXQA item needs scope or template_index (released records: use the stored rows)")
 
 
+def _id_of(item, position: int) -> int:
+    """The item's release id (its position in the split file): the stored or released ``id``, else its
+    position among the items given (``FilledItem``s have none)."""
+    value = None if hasattr(item, "neural_sql") else item.get("id")
+    return position if value is None else int(value)
+
+
 def _items(items) -> list[dict]:
-    """(query, answer, scope, impossible) per item from a stored frame, record dicts or FilledItems."""
+    """(id, query, answer, scope, impossible) per item from a stored frame, record dicts or FilledItems."""
     rows = items.to_dicts() if isinstance(items, pl.DataFrame) else list(items)
     out = []
     for r in rows:
@@ -151,19 +165,45 @@ def _items(items) -> list[dict]:
             q = r.get("neural_sql") or r.get("query")
             a = json.loads(r["answer"]) if isinstance(r["answer"], str) else r["answer"]
             imp = bool(r.get("is_impossible") or json.loads(r.get("record") or "{}").get("is_impossible", False))
-        out.append({"query": q, "answer": list(a), "scope": _scope_of(r), "impossible": imp})
+        out.append({"id": _id_of(r, len(out)), "query": q, "answer": list(a), "scope": _scope_of(r),
+                    "impossible": imp})
     return out
 
 
-def _outcome(executor: NeuralSqlExecutor, item: dict) -> tuple[str, str | None]:
+def ehrxqa_outcome(answer: list | None, gold: list, *, ordered: bool) -> str:
+    """One EHRXQA item's outcome from its answer: ``correct`` when it equals the gold answer as the consistency
+    check compares them (``same_answer``: as multisets, in order only under a root ORDER BY); else ``abstain``
+    for no answer (None) or an answer with a NULL in it (the module abstained where it mattered); else
+    ``wrong``. The scores asset and ``ehrxqa score`` (``vqa.score_file``) both decide through this function."""
+    if answer is None:
+        return "abstain"
+    if same_answer(answer, gold, ordered=ordered):
+        return "correct"
+    nulls = any(v is None or (isinstance(v, (tuple, list)) and None in v) for v in answer)
+    return "abstain" if nulls else "wrong"
+
+
+def _outcome(executor: NeuralSqlExecutor, item: dict) -> tuple[str, str | None, list | None]:
+    """(outcome, error message, the module's answer: None when the query failed)."""
     try:
         result = executor.execute(item["query"])
     except NeuralSqlError as e:
-        return "error", str(e)
-    if same_answer(result.answer, item["answer"], ordered=result.ordered):
-        return "correct", None
-    nulls = any(v is None or (isinstance(v, tuple) and None in v) for v in result.answer)
-    return ("abstain" if nulls else "wrong"), None
+        return "error", str(e), None
+    answer = result.answer
+    return ehrxqa_outcome(answer, item["answer"], ordered=result.ordered), None, answer
+
+
+def summarise_ehrxqa(outcomes: Sequence[tuple[str, str, str]]) -> dict:
+    """Execution accuracy overall, ``by_modality`` (image, table, image+table) and ``by_modality_scope``
+    ("image/single", ...; paper order) from one (modality, patient scope, outcome) triple per item."""
+    out = execution_accuracy(o for *_, o in outcomes)
+    out["by_modality"] = {m: execution_accuracy(o for mm, _, o in outcomes if mm == m)
+                          for m in MODALITIES if any(mm == m for mm, _, _ in outcomes)}
+    keys = sorted({(m, s) for m, s, _ in outcomes},
+                  key=lambda k: (MODALITIES.index(k[0]), PATIENT_SCOPES.index(k[1])))
+    out["by_modality_scope"] = {f"{m}/{s}": execution_accuracy(o for mm, ss, o in outcomes if (mm, ss) == (m, s))
+                                for m, s in keys}
+    return out
 
 
 class _Counting:
@@ -190,17 +230,21 @@ def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | P
     module abstained where it mattered); error (the query failed, e.g. a module broke its contract); wrong.
     Unanswerable items (``is_impossible``) have no query and are skipped (counted). Returns the overall
     counts plus ``by_modality`` and ``by_modality_scope`` ("image/single", ...), ``vqa_asked`` (image-question
-    pairs sent to the module), ``vqa_abstentions`` (those it answered None) and up to 5 ``error_examples``."""
+    pairs sent to the module), ``vqa_abstentions`` (those it answered None), up to 5 ``error_examples`` and
+    ``answers``: item id -> the module's answer (``normalise_rows`` form; None for a failed query and for an
+    unanswerable item), what ``ehrxqa score`` reads back from ``release/predictions/``."""
     rows = _items(items)
     counting = None if module is None else _Counting(module)
     executor = NeuralSqlExecutor(database, counting, images_root=images_root, batch_size=batch_size)
-    outcomes, errors = [], []
+    outcomes, errors, answers = [], [], {}
     try:
         executor.prefetch(r["query"] for r in rows if not r["impossible"])
         for r in rows:
             if r["impossible"]:
+                answers[r["id"]] = None  # no query to run: the module abstains
                 continue
-            outcome, message = _outcome(executor, r)
+            outcome, message, answer = _outcome(executor, r)
+            answers[r["id"]] = answer
             axes = scope_axes(r["scope"])
             outcomes.append((axes["modality"], axes["patient_scope"], outcome))
             if message and len(errors) < 5:
@@ -209,12 +253,8 @@ def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | P
         if not isinstance(database, sqlite3.Connection):
             executor.close()
     asked, none_answers = (0, 0) if counting is None else (counting.asked, counting.abstained)
-    out = {**execution_accuracy(o for *_, o in outcomes), "skipped_impossible": sum(r["impossible"] for r in rows),
-           "vqa_asked": asked, "vqa_abstentions": none_answers, "error_examples": errors}
-    out["by_modality"] = {m: execution_accuracy(o for mm, _, o in outcomes if mm == m)
-                          for m in ("image", "table", "image+table") if any(mm == m for mm, _, _ in outcomes)}
-    keys = sorted({(m, s) for m, s, _ in outcomes}, key=lambda k: (("image", "table", "image+table").index(k[0]),
-                                                                   ("none", "single", "group").index(k[1])))
-    out["by_modality_scope"] = {f"{m}/{s}": execution_accuracy(o for mm, ss, o in outcomes if (mm, ss) == (m, s))
-                                for m, s in keys}
-    return out
+    summary = summarise_ehrxqa(outcomes)
+    return {**{k: v for k, v in summary.items() if not k.startswith("by_")},
+            "skipped_impossible": sum(r["impossible"] for r in rows), "vqa_asked": asked,
+            "vqa_abstentions": none_answers, "error_examples": errors, "by_modality": summary["by_modality"],
+            "by_modality_scope": summary["by_modality_scope"], "answers": answers}

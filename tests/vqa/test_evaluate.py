@@ -95,3 +95,38 @@ def test_prior_correction_moves_the_decision_to_the_prevalence():
     # odds(0.05) / odds(0.02) = (1/19) / (1/49) = 49/19 -> 49/68; 0.01 < 0.02 -> below 0.5; y has no prevalence
     assert p[("a", "x")] == pytest.approx(49 / 68, rel=1e-5) and p[("b", "x")] < 0.5
     assert (p[("a", "y")], p[("b", "y")]) == (pytest.approx(0.6), pytest.approx(0.4))
+
+
+def test_per_item_predictions_rescored_from_files_give_the_same_scores(inputs, tmp_path):
+    """Each module's per-item answers, written as the scores asset writes them and scored by ``ehrxqa score``'s
+    library against release files made from the same items, give the evaluation's numbers exactly."""
+    import json
+
+    from ehrxqa_pipeline.questions.ehrxqa.records import catalog_rows, release_record
+    from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES
+    from ehrxqa_pipeline.vqa.prediction_files import write_module_predictions
+    from ehrxqa_pipeline.vqa.score_file import score_file
+
+    result = evaluate(inputs, min_positives=1, robustness_k=2)
+    release = tmp_path / "release"
+    test = inputs.questions.filter(pl.col("split") == "test")
+    types = {t.key: t for t in TEMPLATES}
+    mimic = [{"split": "test", "idx": i, "content_type": types[k].content_type,
+              "semantic_type": types[k].semantic_type, "answer": a}
+             for i, (k, a) in enumerate(zip(test["template_key"], test["answer"].to_list()))]
+    (release / "mimic-cxr-vqa").mkdir(parents=True)
+    (release / "mimic-cxr-vqa" / "test.json").write_text(json.dumps(mimic))
+    (release / "ehrxqa").mkdir()
+    (release / "ehrxqa" / "test.json").write_text(json.dumps(
+        [release_record(r) for r in inputs.ehrxqa_items.to_dicts()]))
+    (release / "ehrxqa" / "template_catalog.json").write_text(json.dumps(catalog_rows()))
+    written = write_module_predictions(release, result.predictions)
+    assert {p.parent.parent.name for p in written} == {"mimic-cxr-vqa", "ehrxqa"}
+    assert set(result.predictions["ehrxqa"]) == set(result.predictions["mimic-cxr-vqa"]) == {
+        "reference", "oracle", "yes", "prior_most", "prior_question"}
+    assert 0 < result.scores["yes"]["ehrxqa/accuracy"] < 1 and 0 < result.scores["yes"]["mimic_cxr_vqa/accuracy"] < 1
+    for path in written:
+        dataset, module = path.parent.parent.name, path.stem
+        got = score_file(path, release, dataset, "test")["scores"]
+        want = {k: v for k, v in result.scores[module].items() if k.startswith(dataset.replace("-", "_") + "/")}
+        assert got == want, (dataset, module)
