@@ -30,9 +30,14 @@ def source_copy(small_source, tmp_path) -> tuple[Path, dict]:
 
 
 # The files that build the whole graph take most of the suite's time. `make test` hands whole files to two
-# xdist workers in this order (--no-loadscope-reorder): the pipeline scenarios (the longest) to one, the end to
-# end build to the other; the remaining files fill in as workers free.
-FIRST_FILES = ("tests/test_pipeline.py", "tests/test_end_to_end.py")
+# xdist workers in this order (--no-loadscope-reorder): the data-edit scenarios of the pipeline (the longest) to
+# one, the end to end build to the other, which then takes the code-edit scenarios (they copy the build the
+# first worker made: tests/pipeline_graph.py, ``pristine_build``); then the other files with tests that take
+# several seconds, longest first, so that the short files even out the two workers at the end.
+FIRST_FILES = ("tests/test_pipeline.py", "tests/test_end_to_end.py", "tests/test_pipeline_code.py",
+               "tests/vqa/test_train.py", "tests/test_cli.py", "tests/paraphrase/test_assets.py",
+               "tests/paraphrase/test_llm_outcomes.py", "tests/test_build_recovery.py", "tests/test_scope.py",
+               "tests/test_deploy.py", "tests/test_freshness.py")
 
 
 def pytest_collection_finish(session):
