@@ -181,9 +181,9 @@ def pristine_build(small_source, tmp_path_factory):
     """The full build of the small source that ``built`` copies: made once per test session by whichever
     process asks first (under pytest-xdist the workers share it: the others wait on a file lock, then copy it),
     in a folder of its own (home/, source/, statements.jsonl). Returns that folder and the build's summary.
-    The build is a fixture of no test module: tests/test_pipeline.py and tests/test_pipeline_code.py, whose
-    scenarios each start from it, run on two workers at once (the suite's critical path) without building
-    twice. A failed build is left unpublished and made again by the next process that asks."""
+    So tests/test_pipeline.py and tests/test_pipeline_code.py, whose scenarios each start from this build, run
+    on two workers at once (the suite's critical path was the two in one file) without building twice. A build
+    that raised is left unpublished and made again by the next process that asks."""
     import pickle
     import shutil
 
