@@ -30,9 +30,15 @@ def source_copy(small_source, tmp_path) -> tuple[Path, dict]:
 
 
 # The files that build the whole graph take most of the suite's time. `make test` hands whole files to two
-# xdist workers in this order (--no-loadscope-reorder): the pipeline scenarios (the longest) to one, the end to
-# end build to the other; the remaining files fill in as workers free.
-FIRST_FILES = ("tests/test_pipeline.py", "tests/test_end_to_end.py")
+# xdist workers in this order (--no-loadscope-reorder): the data-edit scenarios of the pipeline (the longest) to
+# one, the end to end build to the other, which then takes the code-edit scenarios (they copy the build the
+# first worker made: tests/pipeline_graph.py, ``pristine_build``); then the other files with tests that take
+# several seconds, longest first, so that the short files even out the two workers at the end (only there: the
+# other files keep collection order under `make test-fast`, whose xdist hands out single tests).
+FIRST_FILES = ("tests/test_pipeline.py", "tests/test_end_to_end.py", "tests/test_pipeline_code.py")
+LONG_FILES = ("tests/vqa/test_train.py", "tests/test_cli.py", "tests/paraphrase/test_assets.py",
+              "tests/paraphrase/test_llm_outcomes.py", "tests/test_build_recovery.py", "tests/test_scope.py",
+              "tests/test_deploy.py", "tests/test_freshness.py")
 
 
 def pytest_collection_finish(session):
@@ -44,6 +50,7 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
-def pytest_collection_modifyitems(items):
-    rank = {path: i for i, path in enumerate(FIRST_FILES)}
+def pytest_collection_modifyitems(config, items):
+    whole_files = getattr(config.option, "dist", "no") == "loadfile"
+    rank = {path: i for i, path in enumerate(FIRST_FILES + (LONG_FILES if whole_files else ()))}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: file order kept

@@ -149,26 +149,93 @@ def _ticks(instance, cursor, graph_defs):
 def built(small_source, tmp_path_factory):
     """A full build of a copy of the small source, on the instance `ehrxqa` keeps under EHRXQA_HOME/dagster
     (so the command, run as a user runs it, can build on the same home: tests/test_pipeline.py kills one), with
-    every statement its steps run on the warehouse recorded (``statement_log``)."""
+    every statement its steps run on the warehouse recorded (``statement_log``). Each test module gets its own
+    copy of one build made once per test session (``pristine_build``), on a home and instance of its own."""
     import shutil
 
     from ehrxqa_pipeline.cli import prepare_instance
 
+    snapshot, summary = pristine_build(small_source, tmp_path_factory)
     tmp = tmp_path_factory.mktemp("pipeline")
-    root, manifest = small_source
-    shutil.copytree(root, tmp / "source")
+    for name in ("home", "source", "statements.jsonl"):  # 120 MB on tmpfs: 0.1 s
+        (shutil.copytree if (snapshot / name).is_dir() else shutil.copy2)(snapshot / name, tmp / name)
+    mp = _pipeline_env(tmp)
+    settings = Settings.resolve()
+    prepare_instance(settings)
+    with dg.DagsterInstance.get() as instance:
+        yield settings, instance, tmp / "source", small_source[1], summary
+    mp.undo()
+
+
+def _pipeline_env(tmp) -> pytest.MonkeyPatch:
+    """The environment of a pipeline home under ``tmp`` (undo it afterwards: prepare_instance exports some)."""
     mp = pytest.MonkeyPatch()
     for name, value in (("EHRXQA_HOME", tmp / "home"), ("EHRXQA_SOURCE_ROOT", tmp / "source"),
                         ("EHRXQA_CHECK_IMAGES", "0"),  # this source has no JPEGs
                         ("DAGSTER_HOME", tmp / "home" / "dagster"), ("EHRXQA_SEED", "0"), *FEW_PARAPHRASES.items()):
-        mp.setenv(name, str(value))  # prepare_instance exports some of them: restored afterwards
-    settings = Settings.resolve()
-    prepare_instance(settings)
-    with dg.DagsterInstance.get() as instance:
-        summary = build(settings, instance=instance, defs=with_statement_log(TEST_DEFS, statement_log(settings)),
-                        run_config=SMALL_EHRXQA)
-        yield settings, instance, tmp / "source", manifest, summary
-    mp.undo()
+        mp.setenv(name, str(value))
+    return mp
+
+
+def pristine_build(small_source, tmp_path_factory):
+    """The full build of the small source that ``built`` copies: made once per test session by whichever
+    process asks first (under pytest-xdist the workers share it: the others wait on a file lock, then copy it),
+    in a folder of its own (home/, source/, statements.jsonl). Returns that folder and the build's summary.
+    So tests/test_pipeline.py and tests/test_pipeline_code.py, whose scenarios each start from this build, run
+    on two workers at once (the suite's critical path was the two in one file) without building twice. A build
+    that raised is left unpublished and made again by the next process that asks."""
+    import pickle
+    import shutil
+
+    from ehrxqa_pipeline.cli import prepare_instance
+
+    folder = session_folder(tmp_path_factory) / "pipeline-build"
+    done = folder / "summary.pickle"  # written last: the build is complete
+    with _file_lock(folder.with_name(folder.name + ".lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.copytree(small_source[0], folder / "source")
+            mp = _pipeline_env(folder)
+            try:
+                settings = Settings.resolve()
+                prepare_instance(settings)
+                with dg.DagsterInstance.get() as instance:
+                    summary = build(settings, instance=instance,
+                                    defs=with_statement_log(TEST_DEFS, statement_log(settings)),
+                                    run_config=SMALL_EHRXQA)
+            finally:
+                mp.undo()
+            done.write_bytes(pickle.dumps(summary))
+        return folder, pickle.loads(done.read_bytes())
+
+
+def session_folder(tmp_path_factory):
+    """A folder shared by every process of this test session: the xdist workers' base temporary folders are
+    siblings in it (`--basetemp` or pytest's own); without xdist, the base temporary folder itself."""
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+class _file_lock:
+    """An exclusive lock on ``path`` (flock: released when the holder exits, even killed)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        import fcntl
+
+        self.file = open(self.path, "a")
+        fcntl.flock(self.file, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+
+        fcntl.flock(self.file, fcntl.LOCK_UN)
+        self.file.close()
 
 
 def statement_log(settings):

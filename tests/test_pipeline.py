@@ -7,13 +7,13 @@ then, on that same home and in this order:
   --changed`: the gold side re-runs, never the silver side, the image checks, training or prediction;
 - a silver label edit and an EHR table edit, replayed tick by tick with the automation conditions: the silver
   side (and training), never a gold-only asset; the databases and EHRXQA, never the image side; the release
-  then equals a fresh build of the edited source in PhysioNet's folder layout;
-- code edits replayed tick by tick with the automation conditions: a prompt version edit, a code version bump,
-  and a failed blocking check that stops everything downstream and leaves the release untouched.
+  then equals a fresh build of the edited source in PhysioNet's folder layout.
 
-Each re-runs only what reads the edited file or code; the sensor's runs hold every check of what they
-materialize. One build serves them all (the suite's time): the later scenarios start from the home the
-earlier ones left."""
+Each re-runs only what reads the edited file; the sensor's runs hold every check of what they materialize. One
+build serves them all (the suite's time): the later scenarios start from the home the earlier ones left. The
+code edits (a prompt version, a code version bump, a failed blocking check) start from a copy of the same
+build in tests/test_pipeline_code.py, which another xdist worker runs at the same time
+(tests/pipeline_graph.py: ``pristine_build``)."""
 
 import json
 import os
@@ -30,15 +30,12 @@ import duckdb
 import pytest
 
 from benchmarks import edits
-from ehrxqa_pipeline import definitions
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.contracts import all_contracts
 from ehrxqa_pipeline.lineage import read_log, recorded_keys, undeclared_reads
-from ehrxqa_pipeline.sources.readers import resolve
-from tests.pipeline_graph import (GRAPH, SMALL_EHRXQA, TEST_DEFS, K, built, cascade, children,  # noqa: F401
-                                  declared_reads, descendants, fresh_release, observe, release_files, requested,
-                                  statement_log, warehouse_keys)
-from tests.textfiles import edit
+from tests.pipeline_graph import (GRAPH, SMALL_EHRXQA, TEST_DEFS, K, built, cascade, declared_reads,  # noqa: F401
+                                  descendants, fresh_release, observe, release_files, requested, statement_log,
+                                  warehouse_keys)
 
 pytestmark = pytest.mark.slow  # whole-graph builds: not in `make test-fast`
 
@@ -248,84 +245,3 @@ def _kill_when(command: list[str], text: str, step: str) -> str:
     assert seen.is_set(), f"the build ended before {step} logged {text!r}:\n" + "".join(lines)[-3000:]
     assert proc.returncode == -signal.SIGKILL
     return "".join(lines)
-
-
-def test_prompt_version_edit_reruns_only_paraphrasing_and_after(built, monkeypatch):
-    """PROMPT_VERSION reaches Dagster through the code versions of paraphrase/prompts and /candidates (and the
-    prompts' content): editing it is replayed here as those code versions changing."""
-    import assets.paraphrase as para
-
-    settings, instance, *_ = built
-    baseline = dg.evaluate_automation_conditions(defs=TEST_DEFS, instance=instance)
-    old, new = para.PROMPT_VERSION, para.PROMPT_VERSION + "-edited"
-    monkeypatch.setattr(para, "PROMPT_VERSION", new)  # the prompts table records the version it was made with
-    edited = _with_code_versions(
-        lambda key, cv: cv.replace(old, new) if key in (para.PROMPTS_KEY, para.CANDIDATES_KEY) else cv)
-    graph = edited.resolve_asset_graph()
-    assert graph.get(para.PROMPTS_KEY).code_version.endswith(new)
-    ticks, _, _ = cascade(instance, settings, baseline.cursor, edited)
-    assert ticks[0] == {"paraphrase/prompts", "paraphrase/candidates"}
-    rerun = set().union(*ticks)
-    assert rerun <= {"paraphrase/prompts"} | descendants(para.PROMPTS_KEY)
-    _EDITED["defs"] = edited
-
-
-def test_code_version_bump_reruns_the_asset_then_its_downstream(built):
-    settings, instance, *_ = built
-    base = _EDITED.get("defs", TEST_DEFS)
-    baseline = dg.evaluate_automation_conditions(defs=base, instance=instance)
-    assert requested(baseline) == set()
-    key = K(["mimic_cxr_vqa", "statistics"])  # three levels above the manifest, and quick to re-run
-    bumped = _with_code_versions(lambda k, cv: cv + "-bumped" if k == key else cv, base)
-    ticks, _, _ = cascade(instance, settings, baseline.cursor, bumped)
-    assert ticks[0] == {"mimic_cxr_vqa/statistics"}
-    # its data version holds its code version: its children are due next (the manifest waits for the others)
-    assert ticks[1] == children({"mimic_cxr_vqa/statistics"}, ticks[0]) - {"release/manifest"}
-    assert set().union(*ticks) == {"mimic_cxr_vqa/statistics"} | descendants(key), ticks
-    _EDITED["defs"] = bumped
-
-
-def test_failed_blocking_check_stops_downstream(built, monkeypatch):
-    settings, instance, root, *_ = built
-    current = _EDITED.get("defs", TEST_DEFS)
-    monkeypatch.setattr(definitions, "defs", current)  # the code versions the previous scenarios left
-    first = dg.evaluate_automation_conditions(defs=current, instance=instance)
-    assert requested(first) == set()
-    before = release_files(settings.release_dir)
-
-    # Break the contract: every patient's gender becomes 'U' -> everything quarantined -> blocking failure.
-    def breaker(text):
-        lines = text.splitlines()
-        return "\n".join([lines[0]] + [",".join([l.split(",")[0], "U", *l.split(",")[2:]]) for l in lines[1:]]) + "\n"
-    edit(resolve(root, "patients"), breaker)
-    observe(settings, instance)
-    second = dg.evaluate_automation_conditions(defs=current, instance=instance, cursor=first.cursor)
-    assert requested(second) == {"ingest/patients"}
-    broken = build(settings, select="key:ingest/patients", instance=instance, defs=current)
-    assert ("ingest/patients", "quarantine", False) in {(c[0], c[1], c[2]) for c in broken.checks}
-    third = dg.evaluate_automation_conditions(defs=current, instance=instance, cursor=second.cursor)
-    assert "downstream/of_patients" in descendants(K(["ingest", "patients"]))
-    assert not requested(third) & descendants(K(["ingest", "patients"])), requested(third)
-    # `build --changed` runs nothing more, and says so: rc non-zero, every blocked asset named with the check
-    stuck = build(settings, instance=instance, defs=current, changed=True)
-    assert not stuck.success and "downstream/of_patients" not in stuck.materialized
-    assert "downstream/of_patients" in stuck.stale and set(stuck.stale) <= descendants(K(["ingest", "patients"]))
-    assert "blocking check ingest/patients:quarantine failed" in stuck.stale["downstream/of_patients"]
-    assert all("upstream out of date" in why or "ingest/patients" in why for why in stuck.stale.values())
-    assert release_files(settings.release_dir) == before  # the previous release is untouched
-    # a manifest assembled now would describe a mixed release: its check warns, the build fails and names why
-    mixed = build(settings, select="key:release/manifest", instance=instance, defs=current)
-    check = next(c for c in mixed.checks if c[:2] == ("release/manifest", "consistent"))
-    assert not check[2] and not mixed.success and "upstream out of date" in mixed.stale["release/manifest"], check
-
-
-_EDITED: dict = {}  # the definitions the previous scenario left the instance at (code versions changed)
-
-
-def _with_code_versions(fn, base: dg.Definitions = TEST_DEFS) -> dg.Definitions:
-    """``base`` with each asset's code version replaced by ``fn(key, code_version)``."""
-    assets = [a.map_asset_specs(lambda spec: spec.replace_attributes(code_version=fn(spec.key, spec.code_version)))
-              if isinstance(a, dg.AssetsDefinition) and a.is_executable and not a.is_observable else a
-              for a in base.assets]
-    return dg.Definitions(assets=assets, asset_checks=base.asset_checks, schedules=base.schedules,
-                          sensors=base.sensors, resources=base.resources, executor=base.executor)
