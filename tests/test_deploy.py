@@ -4,6 +4,7 @@ and its config validates, and the GPU op tags build a Kubernetes job that reques
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -129,3 +130,47 @@ def test_helm_renders_when_available(tmp_path):
     out = subprocess.run([helm, "template", "ehrxqa", chart, "-f", str(DEPLOY / "values.yaml")],
                          capture_output=True, text=True, check=True).stdout
     assert "ehrxqa_pipeline.definitions" in out and "K8sRunLauncher" in out
+
+
+def _pins(text: str) -> dict[str, str]:
+    """name -> version specifier of the requirement strings in ``text`` (pyproject.toml or a Dockerfile)."""
+    found = re.findall(r'"?([A-Za-z][A-Za-z0-9_.-]*(?:\[[a-z]+\])?)((?:==|>=)[0-9][^\s",]*(?:,<[0-9.]+)?)"?', text)
+    return {re.sub(r"\[.*\]", "", name).lower(): spec for name, spec in found}
+
+
+def test_the_vqa_worker_image_holds_what_the_worker_imports_at_the_projects_pins():
+    """deploy/vqa-worker.Dockerfile installs the distributions the worker's imports come from (or what those
+    bring along), at pyproject.toml's pins, and no Dagster but dagster-pipes."""
+    import importlib.metadata as md
+
+    text = (DEPLOY / "vqa-worker.Dockerfile").read_text()
+    listed = _pins(text.split("RUN pip install", 1)[1].split("&&", 1)[0])
+    project = _pins((ROOT / "pyproject.toml").read_text())
+    assert all(project[name] == spec for name, spec in listed.items() if name in project), (listed, project)
+    assert not [n for n in listed if n.startswith("dagster") and n != "dagster-pipes"]
+    code = ("import sys, torch, torchvision, dagster_pipes, ehrxqa_pipeline.vqa.worker, ehrxqa_pipeline.vqa.train, "
+            "ehrxqa_pipeline.vqa.infer, ehrxqa_pipeline.vqa.decode, ehrxqa_pipeline.vqa.stream, "
+            "ehrxqa_pipeline.vqa.workspace; from ehrxqa_pipeline.vqa.train import plot_curves; plot_curves([]); "
+            "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names))))")
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    of = md.packages_distributions()
+    optional = {"tqdm"}  # torch imports it where it is installed, and runs without it
+    imported = {d.lower() for m in run.stdout.split() for d in of.get(m, [])} - {"ehrxqa-pipeline"} - optional
+
+    def closure(names: set[str]) -> set[str]:
+        seen, todo = set(), list(names)
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            try:
+                reqs = md.requires(name) or []
+            except md.PackageNotFoundError:
+                continue
+            todo += [re.split(r"[\s;<>=!~\[(]", r, 1)[0].lower() for r in reqs if "extra ==" not in r]
+        return seen
+
+    installed = {n.replace("_", "-") for n in closure(set(listed))}
+    missing = sorted(d for d in imported if d.replace("_", "-") not in installed)
+    assert not missing, f"the worker imports {missing}, which deploy/vqa-worker.Dockerfile does not install"
