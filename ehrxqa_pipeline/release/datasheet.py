@@ -209,7 +209,8 @@ def render_datasheet(tables: Mapping, sources: Mapping, code: Mapping, seed: int
         "## A.7 Maintenance",
         _qa("Will the dataset be updated?",
             "Rebuilding from new source versions or code gives a new release; `manifest.json` records what "
-            "it was built from, so two releases can be compared file by file."),
+            "it was built from, so two releases can be compared file by file (`ehrxqa changelog OLD NEW` "
+            "lists what changed)."),
         "## EHRXQA record fields",
         "`ehrxqa/{train,valid,test}.json`: a list of records with these fields, in this order (the published "
         "fields, then `resolved_value`):",
