@@ -26,7 +26,7 @@ from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.hashing import HashCache
 from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.cxr import downloads
-from ehrxqa_pipeline.release import datasheet, license_note, manifest, plots, tables
+from ehrxqa_pipeline.release import datasheet, license_note, manifest, plots, readme, tables
 from ehrxqa_pipeline.sources.schema import MIMIC_CXR
 from resources import PipelineConfig, Warehouse
 
@@ -200,7 +200,7 @@ def release_plots(pipeline_config: PipelineConfig) -> dg.MaterializeResult:
         "path": dg.MetadataValue.path(str(settings.release_dir / plots.OUT_DIR))})
 
 
-@dg.asset(key=DATASHEET_KEY, code_version="3", deps=[STATISTICS_KEY, *ehrxqa.QUESTION_KEYS.values(),
+@dg.asset(key=DATASHEET_KEY, code_version="4", deps=[STATISTICS_KEY, *ehrxqa.QUESTION_KEYS.values(),
                                                      PARAPHRASE_STATS_KEY, PARAPHRASE_CANDIDATES_KEY,
                                                      PARAPHRASE_POOLS_KEY, PARAPHRASE_REVIEW_KEY],
           kinds={"markdown"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
@@ -209,20 +209,25 @@ def release_plots(pipeline_config: PipelineConfig) -> dg.MaterializeResult:
                       "answered from this build: source releases and digests, counts, code version, seed, "
                       "configuration, and the deviations of docs/deviations.md; beside it the license note of the "
                       "data (the PhysioNet Credentialed Health Data License 1.5.0 and Data Use Agreement its "
-                      "sources carry). Source: release/statistics, the source files, the code. Files: "
-                      "EHRXQA_HOME/release/datasheet.md, LICENSE.txt.", **COMMON)
+                      "sources carry), and the folder's README (what each file is, how to load it, empty answers "
+                      "per dataset and split, how study ids relate to MIMIC-CXR-JPG). Source: release/statistics, "
+                      "the source files, the code. Files: EHRXQA_HOME/release/datasheet.md, LICENSE.txt, "
+                      "README.md.", **COMMON)
 def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
                       warehouse: Warehouse) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
     sources, code, config = _facts(context, settings, warehouse)
     deviations = manifest.repository_root() / "docs" / "deviations.md"
-    md = datasheet.render_datasheet(_tables(settings), sources, code, settings.seed, config,
+    gathered = _tables(settings)
+    md = datasheet.render_datasheet(gathered, sources, code, settings.seed, config,
                                     deviations.read_text() if deviations.is_file() else None)
     path = write_text(settings.release_dir / DATASHEET_FILE, md)
     note = write_text(settings.release_dir / license_note.LICENSE_FILE, license_note.render_license(sources, code))
+    guide = write_text(settings.release_dir / readme.README_FILE, readme.render_readme(gathered, code))
     return dg.MaterializeResult(metadata={"datasheet": dg.MetadataValue.md(md),
                                           "path": dg.MetadataValue.path(str(path)),
-                                          "license": dg.MetadataValue.path(str(note))})
+                                          "license": dg.MetadataValue.path(str(note)),
+                                          "readme": dg.MetadataValue.path(str(guide))})
 
 
 @dg.asset(key=IMAGES_KEY, code_version="1", deps=[*SPLIT_KEYS.values(), GOLD_COHORT_KEY, DOWNLOADS_KEY],
@@ -251,7 +256,7 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
     manifest lists every asset's code version, and its check what is out of date upstream): passed in by
     ``ehrxqa_pipeline.definitions``, which assembles them, so this module imports nothing of it."""
 
-    @dg.asset(key=MANIFEST_KEY, code_version="3", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+    @dg.asset(key=MANIFEST_KEY, code_version="4", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
               deps=[*RELEASE_INPUTS, *ehrxqa.QUESTION_KEYS.values(), PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY,
                     PARAPHRASE_REVIEW_KEY],
               check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
@@ -266,7 +271,8 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
                                                          "`ehrxqa build --select` that makes one fails.")],
               description="Grain: one JSON document listing every file under EHRXQA_HOME/release (path, bytes, "
                           "SHA-256; DuckDB databases by content digest) with the source releases and data versions, "
-                          "the code version, seed, configuration and every asset's code version; no time, no "
+                          "the code version, seed, configuration, every asset's code version, the release version "
+                          "and the published releases it reproduces; no time, no "
                           "absolute path, so the same inputs give the same manifest. Then SHA256SUMS.txt beside it: "
                           "every file of the folder, the manifest included, in `sha256sum -c` format (the "
                           "manifest's byte digests; DuckDB files and the manifest hashed byte for byte). Source: "

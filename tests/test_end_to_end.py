@@ -137,6 +137,30 @@ def test_release_manifest_lists_every_file_with_its_hash(built):
             for m in ("reference", "oracle", "yes", "prior_most", "prior_question")} <= set(paths)
 
 
+def test_release_readme_and_identity_describe_this_build(built, capsys):
+    """release/README.md counts the empty answers of this build's files; the manifest names what it reproduces;
+    `ehrxqa changelog` of the release against itself reports no change."""
+    from ehrxqa_pipeline.cli import main
+
+    settings, *_ = built
+    release = settings.release_dir
+    doc = json.loads((release / "manifest.json").read_text())
+    assert doc["release_version"] == f"{doc['code']['version']}+{doc['code']['sha256'][:12]}"
+    assert {k: v["name"] for k, v in doc["identity"]["reproduces"].items()} == {
+        "ehrxqa": "EHRXQA 1.0.0", "mimic-cxr-vqa": "MIMIC-Ext-MIMIC-CXR-VQA 1.0.0"}
+    assert "README.md" in {f["path"] for f in doc["files"]}
+    text = (release / "README.md").read_text()
+    assert doc["release_version"] in text and "docs/deviations.md" in text
+    for folder, title in (("mimic-cxr-vqa", "MIMIC-CXR-VQA"), ("ehrxqa", "EHRXQA")):
+        for split in ("train", "valid", "test"):
+            records = json.loads((release / folder / f"{split}.json").read_text())
+            empty = sum(1 for r in records if r["answer"] == [])
+            assert f"| {title} | {split} | {len(records):,} | {empty:,} |" in text
+    assert main(["changelog", str(release), str(release)]) == 0
+    out = capsys.readouterr().out
+    assert "0 added, 0 removed, 0 changed, 0 with other counts" in out and "- changed (0): none" in out
+
+
 def test_sha256sums_checks_the_release_folder_with_sha256sum(built, tmp_path):
     settings, _, _, _ = built
     release = tmp_path / "release"

@@ -1,4 +1,5 @@
-"""The ``ehrxqa`` command: generate or validate a source, build the datasets, open the UI, score predictions."""
+"""The ``ehrxqa`` command: generate or validate a source, build the datasets, open the UI, score predictions,
+compare two releases."""
 
 from __future__ import annotations
 
@@ -249,6 +250,19 @@ def cmd_score(args) -> int:
     return 0
 
 
+def cmd_changelog(args) -> int:
+    """Print what changed between two release folders (``release.changelog``); exit 2 when one has no manifest."""
+    from ehrxqa_pipeline.release.changelog import changelog, load_release
+
+    try:
+        old, new = load_release(Path(args.old)), load_release(Path(args.new))
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(changelog(old, new), end="")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ehrxqa", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -301,6 +315,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the scores as JSON")
     s.add_argument("--home", default=None, help=f"overrides ${HOME_ENV}: scores against its release/")
     s.set_defaults(func=cmd_score)
+
+    g = sub.add_parser("changelog", help="what changed between two release folders (markdown): build facts, "
+                       "records per split, templates added / removed / changed, per-template counts, files")
+    g.add_argument("old", metavar="OLD_RELEASE_DIR")
+    g.add_argument("new", metavar="NEW_RELEASE_DIR")
+    g.set_defaults(func=cmd_changelog)
 
     for sp in (b, u, clear):
         sp.add_argument("--home", default=None, help=f"overrides ${HOME_ENV} (default ./data)")

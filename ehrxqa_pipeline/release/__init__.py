@@ -5,9 +5,13 @@
 * ``plots/*.png`` (``plots``): answer distributions, per-template counts, cohort funnels;
 * ``datasheet.md`` (``datasheet``): the paper's appendix A datasheet answered from the build;
 * ``LICENSE.txt`` (``license_note``): the PhysioNet license and data use agreement the data files inherit;
+* ``README.md`` (``readme``): the folder's guide: files, loading snippets, empty answers, study ids;
+* ``identity``: the published PhysioNet releases the datasets rebuild and this build's release version,
+  stated once for the manifest, the datasheet and the README;
 * ``manifest.json`` (``manifest``): every release file with its SHA-256, source versions, code version,
   seed and configuration; two builds of the same inputs give identical manifests; and ``SHA256SUMS.txt``
-  beside it, every file in ``sha256sum -c`` format.
+  beside it, every file in ``sha256sum -c`` format;
+* ``changelog``: what changed between two release folders (``ehrxqa changelog OLD NEW``).
 
 No wall-clock time and no absolute path is written into any of them. Files are written atomically through
 ``ehrxqa_pipeline.atomic``, like every other output.

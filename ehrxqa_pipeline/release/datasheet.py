@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from ehrxqa_pipeline.markdown import table
 from ehrxqa_pipeline.questions.ehrxqa.records import FIELD_DICTIONARY
+from ehrxqa_pipeline.release.identity import identity_lines, release_version
 from ehrxqa_pipeline.release.license_note import DUA, LICENSE, LICENSE_FILE
 from ehrxqa_pipeline.release.manifest import MANIFEST_NAME, SUMS_NAME
 
@@ -122,6 +123,8 @@ def render_datasheet(tables: Mapping, sources: Mapping, code: Mapping, seed: int
         "The questions of the paper's datasheet (appendix A, after Gebru et al., *Datasheets for Datasets*), "
         "answered for the files in this release folder. Counts come from this build; `statistics/tables.md` "
         f"has the full tables, `{MANIFEST_NAME}` and `{SUMS_NAME}` the checksums, `{LICENSE_FILE}` the terms of use.",
+        f"Release version `{release_version(code)}` (package version + code digest). It rebuilds these "
+        "published PhysioNet releases:\n\n" + identity_lines(),
         "## A.1 Motivation",
         _qa("For what purpose was the dataset created?",
             "EHRXQA: multi-modal question answering over structured electronic health records (EHRs) and chest "
@@ -206,13 +209,15 @@ def render_datasheet(tables: Mapping, sources: Mapping, code: Mapping, seed: int
         "## A.7 Maintenance",
         _qa("Will the dataset be updated?",
             "Rebuilding from new source versions or code gives a new release; `manifest.json` records what "
-            "it was built from, so two releases can be compared file by file."),
+            "it was built from, so two releases can be compared file by file (`ehrxqa changelog OLD NEW` "
+            "lists what changed)."),
         "## EHRXQA record fields",
         "`ehrxqa/{train,valid,test}.json`: a list of records with these fields, in this order (the published "
         "fields, then `resolved_value`):",
         table(["field", "JSON type", "meaning"], FIELD_DICTIONARY),
         "## Build",
-        table(["setting", "value"], [["seed", seed], ["code", f"{code['version']} / {code['sha256'][:16]}"],
+        table(["setting", "value"], [["release version", release_version(code)], ["seed", seed],
+                                     ["code", f"{code['version']} / {code['sha256'][:16]}"],
                                      ["source digest", sources["digest"]],
                                      *[[k, json.dumps(v, sort_keys=True)] for k, v in sorted(config.items())]]),
         "## Known deviations from the paper and the published scripts",

@@ -1,5 +1,6 @@
 """release/manifest.json: every release file with its size and SHA-256, the source data versions, the code
-version, the seed and configuration, and the asset code versions.
+version, the seed and configuration, the asset code versions, the published PhysioNet releases the datasets
+reproduce and this release's version (``identity``).
 
 The manifest holds no wall-clock time and no absolute path, and its keys and file entries are sorted, so
 two builds of the same source, configuration and seed give byte-identical manifests (tested). File
@@ -34,6 +35,7 @@ from ehrxqa_pipeline.names import SEMANTICS
 from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.release.digest import (CODE_DIRS, code_files, duckdb_content_digest, sha256_file,
                                             tree_digest)
+from ehrxqa_pipeline.release.identity import identity_section, release_version
 from ehrxqa_pipeline.sources.files import origin
 from ehrxqa_pipeline.sources.layout import DATASETS, SourceLayout, as_layout
 from ehrxqa_pipeline.sources.schema import DEMO_MANIFEST, TABLES
@@ -139,8 +141,10 @@ def _this_code(dirs: tuple[str, ...]) -> dict:
 def build_manifest(release_dir: Path, *, sources: dict, code: dict, seed: int, config: Mapping,
                    asset_code_versions: Mapping[str, str | None]) -> dict:
     """The manifest of what is under ``release_dir`` now. ``config``: every setting that changes the
-    release besides the seed (JSON values)."""
+    release besides the seed (JSON values). ``identity``: the published releases it reproduces
+    (``identity.PUBLISHED``); ``release_version``: ``identity.release_version(code)``."""
     return {"format": FORMAT, "seed": seed, "config": dict(config), "code": code, "sources": sources,
+            "identity": identity_section(), "release_version": release_version(code),
             "asset_code_versions": {k: asset_code_versions[k] for k in sorted(asset_code_versions)},
             "files": file_entries(release_dir)}
 
