@@ -140,7 +140,8 @@ def _pins(text: str) -> dict[str, str]:
 
 def test_the_vqa_worker_image_holds_what_the_worker_imports_at_the_projects_pins():
     """deploy/vqa-worker.Dockerfile installs the distributions the worker's imports come from (or what those
-    bring along), at pyproject.toml's pins, and no Dagster but dagster-pipes."""
+    bring along), at pyproject.toml's pins, and no Dagster but dagster-pipes; the worker and the library it
+    drives import no Dagster but dagster_pipes."""
     import importlib.metadata as md
 
     text = (DEPLOY / "vqa-worker.Dockerfile").read_text()
@@ -153,6 +154,7 @@ def test_the_vqa_worker_image_holds_what_the_worker_imports_at_the_projects_pins
             "ehrxqa_pipeline.vqa.workspace; from ehrxqa_pipeline.vqa.train import plot_curves; plot_curves([]); "
             "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names))))")
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "dagster" not in run.stdout.split()  # the worker, torch and all: no Dagster but dagster_pipes
     of = md.packages_distributions()
     optional = {"tqdm"}  # torch imports it where it is installed, and runs without it
     imported = {d.lower() for m in run.stdout.split() for d in of.get(m, [])} - {"ehrxqa-pipeline"} - optional

@@ -154,3 +154,19 @@ def test_throughput_benchmark_reports_train_and_inference(vqa_warehouse, vqa_con
         if torch.cuda.is_available():
             raise ValueError("EHRXQA_VQA_DEVICE (CUDA present: nothing to check)")
         throughput(vqa_con, vqa_warehouse.files_root, device="cuda")
+
+
+# the torch decode path (vqa.decode: nvJPEG on CUDA) through predict, here beside the other tests of the shared
+# trained model (vqa_trained is trained once per worker: in another file it would train again)
+def test_predict_with_the_torch_decoder_matches_the_cpu_decoder(vqa_trained, vqa_con, vqa_warehouse):
+    timings: dict = {}
+    cpu = predict(vqa_trained, vqa_con, vqa_warehouse.files_root, split="test", decode="cpu")
+    tor = predict(vqa_trained, vqa_con, vqa_warehouse.files_root, split="test", decode="torch", batch_size=16,
+                  decode_workers=0, timings=timings)
+    assert tor.relations.select("image_id", "object", "attribute").equals(
+        cpu.relations.select("image_id", "object", "attribute"))
+    assert tor.images["image_id"].to_list() == cpu.images["image_id"].to_list()
+    gap = (tor.relations["prob"] - cpu.relations["prob"]).abs()
+    assert gap.mean() < 0.01 and gap.max() < 0.2  # resampling only: a few grey levels per crop
+    assert (tor.images["p_pa"] - cpu.images["p_pa"]).abs().max() < 0.05
+    assert timings["images"] == cpu.images.height and timings["decode_seconds"] > 0
