@@ -116,6 +116,20 @@ def _read_ahead(read, n: int, batch: int, workers: int, prefetch: int) -> Iterat
                 raise
 
 
+def _decodable(kept, device: str, paths, missing: list[str]) -> tuple[list[torch.Tensor], np.ndarray]:
+    """``report`` mode, a batch with an undecodable JPEG: decoded one by one, the bad ones added to ``missing``."""
+    from ehrxqa_pipeline.vqa.decode import decode_gray
+
+    images, rows = [], []
+    for k, data, _ in kept:
+        try:
+            images += decode_gray([data], device, [str(paths[k])])
+            rows.append(k)
+        except ImageDecodeError:
+            missing.append(str(paths[k]))
+    return images, np.array(rows, np.int64)
+
+
 def stream(paths: Sequence[Path], boxes: Sequence[np.ndarray], device: str = "cpu", decode: str = "auto",
            batch_images: int = 256, workers: int = 2, prefetch: int = 2, crop_size: int = 32, thumb_size: int = 64,
            pad: float = 0.05, min_side: int = 512, on_missing: str = "raise") -> Iterator[Batch]:
@@ -147,7 +161,13 @@ def stream(paths: Sequence[Path], boxes: Sequence[np.ndarray], device: str = "cp
                           t[:, 0], t[:, 1], missing, seconds)
         else:
             t0 = time.perf_counter()
-            images = decode_gray([o for _, o, _ in kept], device, [str(data.paths[k]) for k in rows])
+            try:
+                images = decode_gray([o for _, o, _ in kept], device, [str(data.paths[k]) for k in rows])
+            except ImageDecodeError:
+                if on_missing != "report":
+                    raise
+                images, rows = _decodable(kept, device, data.paths, missing)
+                counts = np.array([len(data.boxes[k]) for k in rows], np.int64)
             crops, thumbs, texture = cut(images, [data.boxes[k] for k in rows], crop_size, thumb_size, pad, min_side)
             batch = Batch(rows, crops, np.repeat(np.arange(len(rows)), counts), thumbs, texture, missing,
                           seconds + time.perf_counter() - t0)

@@ -123,6 +123,13 @@ def test_stream_reads_lazily_and_reports_missing(tmp_path, monkeypatch):
         list(vstream.stream(paths, boxes, decode="torch", workers=0))
     with pytest.raises(ImageDecodeError, match="not found"):
         list(vstream.stream(paths, boxes, decode="cpu", batch_images=1, workers=2))  # raised in a reader thread
+    paths[1].write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")  # and one that does not decode
+    for decode in ("cpu", "torch"):
+        with pytest.raises(ImageDecodeError, match="cannot decode"):  # (the torch path reads all files first)
+            list(vstream.stream(paths[:2], boxes[:2], decode=decode, workers=0))
+        got = list(vstream.stream(paths, boxes, decode=decode, batch_images=2, workers=0, on_missing="report"))
+        assert [b.rows.tolist() for b in got] == [[0], [3]] and [b.crops.shape[0] for b in got] == [36, 36]
+        assert [b.missing for b in got] == [[str(paths[1])], [str(paths[2])]] and got[0].thumbs.shape[0] == 1
     with pytest.raises(ValueError, match="unknown JPEG decoder"):
         vstream.resolve_decoder("nvjpeg", "cpu")
     assert vstream.resolve_decoder("auto", "cpu") == "cpu" and vstream.resolve_decoder("auto", "cuda:0") == "torch"
