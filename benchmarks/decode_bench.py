@@ -11,7 +11,7 @@ no polars, DuckDB or Dagster):
 usable boxes (``boxes.npz``: JPEG-pixel coordinates, object index, model geometry) and the label pool's shape.
 ``run`` measures, per decoder and batch size, in images/s:
 - ``decode``: JPEG -> crops + thumbnails on the device through ``vqa.stream`` (``cpu``: PIL draft + OpenCV in
-  DataLoader workers; ``torch``: workers read bytes, torchvision's decode_jpeg (nvJPEG on CUDA) decodes and
+  reader threads; ``torch``: the threads read bytes, torchvision's decode_jpeg (nvJPEG on CUDA) decodes and
   ``vqa.decode.cut`` crops on the device);
 - ``model``: inference of the reference model (random weights, the trained model's shape) on decoded batches
   already on the device, and one training step (forward, backward, AdamW);

@@ -2,7 +2,7 @@
 
 Grain: a batch of images (JPEG bytes + the usable boxes of each, JPEG pixels) -> one crop per box, one
 thumbnail and one texture map per image, as uint8 tensors on the device, in input order.
-Source: JPEG bytes (read by ``read_jpeg``, in DataLoader workers); boxes from ``ingest.silver_bbox``.
+Source: JPEG bytes (read by ``read_jpeg``, in the reader threads of ``vqa.stream``); boxes from ``ingest.silver_bbox``.
 
 The same code runs on the CPU (torchvision's libjpeg decoder), which is how it is tested without a GPU. It
 reproduces ``vqa.jpeg.decode_one``, the CPU path the build uses by default: the image is reduced by the
@@ -10,8 +10,8 @@ power of two PIL's draft mode would pick (``jpeg.draft_scale``; here block avera
 libjpeg scales in the DCT), boxes are scaled, padded and clipped by the same ``jpeg.crop_bounds``, and the
 area resizing is ``roi_align`` with one sample per source pixel (bilinear where a crop is upsampled, as
 OpenCV's INTER_LINEAR). The texture map is |image - Gaussian(sigma 1 px, 9 taps, reflected border)|, as
-OpenCV's, computed for the whole batch at once. Pixels differ from the CPU path by a few grey levels (DCT vs block reduction, sampling vs exact
-area weights); ``tests/vqa/test_decode.py`` bounds the difference.
+OpenCV's, computed for the whole batch at once. Pixels differ from the CPU path by a few grey levels (DCT vs
+block reduction, sampling vs exact area weights); ``tests/vqa/test_decode.py`` bounds the difference.
 """
 
 from __future__ import annotations

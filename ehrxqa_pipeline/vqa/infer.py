@@ -9,7 +9,7 @@ Sources: ``splits.images``, ``ingest.silver_bbox`` and the JPEGs under ``files_r
 
 With the CPU decoder, images are processed in chunks of ``chunk_images``; while the model scores one chunk,
 a background thread decodes the next (decoding itself runs in ``decode_workers`` threads). With the torch
-decoder (the default on CUDA), ``vqa.stream`` feeds batches of ``batch_size`` images: DataLoader workers
+decoder (the default on CUDA), ``vqa.stream`` feeds batches of ``batch_size`` images: reader threads
 read the files ahead while nvJPEG decodes and the model scores on the device.
 """
 
@@ -47,7 +47,7 @@ def predict(model_result, con, files_root: Path, split: str | None = "test", ima
     is filled with wall / decode / model seconds, images and images/s. ``on_missing``: see vqa.images.
     The model is moved to ``device`` (in place) and put in eval mode. ``threads``: torch CPU threads for the
     forward passes (see ``TrainConfig.threads``). ``decode``: ``cpu`` (PIL + OpenCV in threads, chunk by chunk),
-    ``torch`` (``vqa.stream``: DataLoader workers read the files, nvJPEG decodes and crops on the device) or
+    ``torch`` (``vqa.stream``: reader threads read the files, nvJPEG decodes and crops on the device) or
     ``auto`` (torch on CUDA, cpu elsewhere).
     """
     from ehrxqa_pipeline.vqa.device import torch_threads

@@ -1,9 +1,9 @@
 """One chest X-ray JPEG -> its object crops and whole-image thumbnails, on the CPU (PIL + OpenCV).
 
 Grain: one image (its JPEG path and its usable boxes in JPEG pixels) -> one crop per box, one thumbnail and
-one texture map. No polars, DuckDB or torch: this module runs in DataLoader workers and in the out-of-process
-VQA worker, and ``vqa.decode`` (the torch path, CUDA when present) shares its geometry rules (``draft_scale``,
-``crop_bounds``), so both paths cut the same pixels.
+one texture map. No polars, DuckDB or torch: this module runs in the reader threads of ``vqa.stream`` and
+in the out-of-process VQA worker, and ``vqa.decode`` (the torch path, CUDA when present) shares its geometry
+rules (``draft_scale``, ``crop_bounds``), so both paths cut the same pixels.
 
 Large images (real MIMIC-CXR is ~2500 px) are decoded at a reduced scale with PIL's JPEG draft mode (DCT
 scaling by 1/2, 1/4, 1/8), chosen per image so the short side stays >= ``min_side``; box coordinates are
