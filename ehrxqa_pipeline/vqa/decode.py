@@ -33,10 +33,12 @@ def read_jpeg(path: Path) -> torch.Tensor:
         raise ImageDecodeError(f"JPEG not found: {path}") from exc
 
 
-def decode_gray(datas: list[torch.Tensor], device: str, names: list[str] | None = None) -> list[torch.Tensor]:
+def decode_gray(datas: list[torch.Tensor], device: str, names: list[str] | None = None,
+                skip_bad: bool = False) -> list[torch.Tensor | None]:
     """(1, H, W) uint8 grayscale images on ``device``, one per JPEG byte string (batched on CUDA).
 
-    A batch that fails is decoded one by one, so the error names the file (``names[k]``).
+    A batch that fails is decoded one by one, so the error names the file (``names[k]``); with ``skip_bad``
+    an undecodable file gives None in its place instead.
     """
     from torchvision.io import ImageReadMode, decode_jpeg
 
@@ -46,9 +48,12 @@ def decode_gray(datas: list[torch.Tensor], device: str, names: list[str] | None 
         return list(decode_jpeg(datas, mode=ImageReadMode.GRAY, device=device))
     except RuntimeError:
         if len(datas) == 1:
+            if skip_bad:
+                return [None]
             name = names[0] if names else "image 0"
             raise ImageDecodeError(f"cannot decode JPEG {name}") from None
-    return [decode_gray([d], device, [names[k] if names else f"image {k}"])[0] for k, d in enumerate(datas)]
+    return [decode_gray([d], device, [names[k] if names else f"image {k}"], skip_bad)[0]
+            for k, d in enumerate(datas)]
 
 
 def _gaussian_9(device) -> torch.Tensor:

@@ -61,17 +61,15 @@ def resolve_decoder(decode: str, device: str) -> str:
 
 
 class _Images:
-    """Item k: (k, payload, seconds); payload = the bytes (torch) or decode_one's output (cpu); None = missing."""
+    """``read(k)`` = (k, payload, seconds); payload = the bytes (torch) or decode_one's output (cpu); None =
+    missing (or undecodable, cpu) in ``report`` mode."""
 
     def __init__(self, paths: Sequence[Path], boxes: Sequence[np.ndarray], decoder: str, crop_size: int,
                  thumb_size: int, pad: float, min_side: int, on_missing: str):
         self.paths, self.boxes, self.decoder, self.on_missing = list(paths), list(boxes), decoder, on_missing
         self.args = (crop_size, thumb_size, pad, min_side)
 
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def __getitem__(self, k: int):
+    def read(self, k: int):
         from ehrxqa_pipeline.vqa.decode import read_jpeg
 
         t0 = time.perf_counter()
@@ -85,6 +83,10 @@ class _Images:
                     raise
                 out = None
         return k, out, time.perf_counter() - t0
+
+    def crop_image(self, rows: np.ndarray) -> np.ndarray:
+        """Each crop's image within a batch of images ``rows`` (crops come image by image, in box order)."""
+        return np.repeat(np.arange(len(rows)), [len(self.boxes[k]) for k in rows]).astype(np.int64)
 
 
 def _read_ahead(read, n: int, batch: int, workers: int, prefetch: int) -> Iterator[list]:
@@ -116,20 +118,6 @@ def _read_ahead(read, n: int, batch: int, workers: int, prefetch: int) -> Iterat
                 raise
 
 
-def _decodable(kept, device: str, paths, missing: list[str]) -> tuple[list[torch.Tensor], np.ndarray]:
-    """``report`` mode, a batch with an undecodable JPEG: decoded one by one, the bad ones added to ``missing``."""
-    from ehrxqa_pipeline.vqa.decode import decode_gray
-
-    images, rows = [], []
-    for k, data, _ in kept:
-        try:
-            images += decode_gray([data], device, [str(paths[k])])
-            rows.append(k)
-        except ImageDecodeError:
-            missing.append(str(paths[k]))
-    return images, np.array(rows, np.int64)
-
-
 def stream(paths: Sequence[Path], boxes: Sequence[np.ndarray], device: str = "cpu", decode: str = "auto",
            batch_images: int = 256, workers: int = 2, prefetch: int = 2, crop_size: int = 32, thumb_size: int = 64,
            pad: float = 0.05, min_side: int = 512, on_missing: str = "raise") -> Iterator[Batch]:
@@ -146,29 +134,24 @@ def stream(paths: Sequence[Path], boxes: Sequence[np.ndarray], device: str = "cp
         raise ValueError(f"stream: {len(paths)} paths but {len(boxes)} box arrays")
     decoder = resolve_decoder(decode, device)
     data = _Images(paths, boxes, decoder, crop_size, thumb_size, pad, min_side, on_missing)
-    for items in _read_ahead(data.__getitem__, len(data), max(1, batch_images), workers, max(1, prefetch)):
+    for items in _read_ahead(data.read, len(data.paths), max(1, batch_images), workers, max(1, prefetch)):
         missing = [str(data.paths[k]) for k, out, _ in items if out is None]
         kept = [(k, out, s) for k, out, s in items if out is not None]
-        rows = np.array([k for k, _, _ in kept], np.int64)
         seconds = float(sum(s for _, _, s in kept))
-        counts = np.array([len(data.boxes[k]) for k in rows], np.int64)
         if decoder == "cpu":
+            rows = np.array([k for k, _, _ in kept], np.int64)
             thumbs = np.stack([o[0] for _, o, _ in kept]) if kept else np.zeros((0, 2, thumb_size, thumb_size),
                                                                                    np.uint8)
             crops = np.concatenate([o[1] for _, o, _ in kept] or [np.zeros((0, crop_size, crop_size), np.uint8)])
             t = torch.from_numpy(thumbs).to(device)
-            batch = Batch(rows, torch.from_numpy(crops).to(device), np.repeat(np.arange(len(rows)), counts),
-                          t[:, 0], t[:, 1], missing, seconds)
-        else:
-            t0 = time.perf_counter()
-            try:
-                images = decode_gray([o for _, o, _ in kept], device, [str(data.paths[k]) for k in rows])
-            except ImageDecodeError:
-                if on_missing != "report":
-                    raise
-                images, rows = _decodable(kept, device, data.paths, missing)
-                counts = np.array([len(data.boxes[k]) for k in rows], np.int64)
-            crops, thumbs, texture = cut(images, [data.boxes[k] for k in rows], crop_size, thumb_size, pad, min_side)
-            batch = Batch(rows, crops, np.repeat(np.arange(len(rows)), counts), thumbs, texture, missing,
-                          seconds + time.perf_counter() - t0)
-        yield batch
+            yield Batch(rows, torch.from_numpy(crops).to(device), data.crop_image(rows), t[:, 0], t[:, 1], missing,
+                        seconds)
+            continue
+        t0 = time.perf_counter()
+        decoded = decode_gray([o for _, o, _ in kept], device, [str(data.paths[k]) for k, _, _ in kept],
+                              skip_bad=on_missing == "report")
+        missing += [str(data.paths[k]) for (k, _, _), img in zip(kept, decoded) if img is None]
+        rows = np.array([k for (k, _, _), img in zip(kept, decoded) if img is not None], np.int64)
+        crops, thumbs, texture = cut([img for img in decoded if img is not None], [data.boxes[k] for k in rows],
+                                     crop_size, thumb_size, pad, min_side)
+        yield Batch(rows, crops, data.crop_image(rows), thumbs, texture, missing, seconds + time.perf_counter() - t0)
