@@ -74,8 +74,9 @@ def _worker_files(settings, context) -> Iterator[Path]:
 
 
 def _run_worker(context, pipes: dg.PipesSubprocessClient, task: dict) -> list:
-    """``vqa.worker`` in its own process through Dagster Pipes; what it reported (materialization, checks)."""
-    return pipes.run(context=context, command=[sys.executable, "-m", "ehrxqa_pipeline.vqa.worker"],
+    """A ``vqa.worker`` task in its own process (``cli.vqa_worker``) through Dagster Pipes; what it reported
+    (materialization, checks)."""
+    return pipes.run(context=context, command=[sys.executable, "-m", "ehrxqa_pipeline.cli.vqa_worker"],
                      extras=task).get_results()
 
 
@@ -124,13 +125,13 @@ def _gold_files(settings):
 @dg.asset(key=MODEL_KEY, group_name=names.VQA_SCORING, code_version="2", kinds={"pytorch"}, owners=OWNERS,
           deps=TRAIN_WORKSPACE, check_specs=[dg.AssetCheckSpec(LEARNED_CHECK, asset=MODEL_KEY, description=(
               "The kept epoch's valid macro AUROC is above 0.5, the untrained model's (its prior alone); a warning "
-              "otherwise. Reported by the training process (vqa.worker) through Dagster Pipes."))],
+              "otherwise. Reported by the training process (cli.vqa_worker) through Dagster Pipes."))],
           automation_condition=ON_CHANGE, pool=GPU_POOL, op_tags=GPU_TAGS,
           description="Grain: one model file (EHRXQA_HOME/models/reference_model.pt): a small CNN over each "
                       "object's box crop with one presence output per attribute, plus view-position and sex heads "
                       "on the whole image (paper E.1.3, trained from scratch). Trained on silver-train images, "
-                      "best epoch by silver-valid AUROC, in its own process (ehrxqa_pipeline.vqa.worker, launched "
-                      "through Dagster Pipes). CUDA when present (bf16 autocast), else CPU. Source: "
+                      "best epoch by silver-valid AUROC, in its own process (ehrxqa_pipeline.cli.vqa_worker, "
+                      "launched through Dagster Pipes). CUDA when present (bf16 autocast), else CPU. Source: "
                       "splits.silver, cxr_labels.silver, cxr_labels.pairs, ingest.silver_bbox, the JPEGs.")
 def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelConfig, pipeline_config: PipelineConfig,
                     warehouse: Warehouse, vqa_device: VqaDevice, vqa_pipes: dg.PipesSubprocessClient):

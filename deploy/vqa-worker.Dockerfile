@@ -1,4 +1,4 @@
-# The slim image of the VQA worker (python -m ehrxqa_pipeline.vqa.worker): the reference model's training and
+# The slim image of the VQA worker (python -m ehrxqa_pipeline.cli.vqa_worker): the reference model's training and
 # prediction, launched through Dagster Pipes, with torch and no Dagster (dagster-pipes only). It reads the
 # workspace file the step wrote and the JPEGs, and writes the model and predictions, on the shared volume.
 # Build from the repository root:   docker build -f deploy/vqa-worker.Dockerfile -t REGISTRY/ehrxqa-vqa:TAG .
@@ -23,4 +23,4 @@ RUN pip install torch==2.14.1 torchvision==0.29.1 duckdb==1.5.6 polars==2.1.0 pi
     && useradd --uid 1000 --create-home ehrxqa && mkdir -p /data/ehrxqa && chown ehrxqa /data/ehrxqa
 
 USER ehrxqa
-ENTRYPOINT ["python", "-m", "ehrxqa_pipeline.vqa.worker"]
+ENTRYPOINT ["python", "-m", "ehrxqa_pipeline.cli.vqa_worker"]

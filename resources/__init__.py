@@ -1,5 +1,5 @@
 """Dagster resources: configuration, the DuckDB warehouse, the LLM endpoint, the VQA device and the client that
-launches the VQA worker process (Dagster Pipes: ehrxqa_pipeline.vqa.worker)."""
+launches the VQA worker process (Dagster Pipes: ehrxqa_pipeline.cli.vqa_worker)."""
 
 import dagster as dg
 

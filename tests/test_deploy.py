@@ -149,8 +149,9 @@ def test_the_vqa_worker_image_holds_what_the_worker_imports_at_the_projects_pins
     project = _pins((ROOT / "pyproject.toml").read_text())
     assert all(project[name] == spec for name, spec in listed.items() if name in project), (listed, project)
     assert not [n for n in listed if n.startswith("dagster") and n != "dagster-pipes"]
-    code = ("import sys, torch, torchvision, dagster_pipes, ehrxqa_pipeline.vqa.worker, ehrxqa_pipeline.vqa.train, "
-            "ehrxqa_pipeline.vqa.infer, ehrxqa_pipeline.vqa.decode, ehrxqa_pipeline.vqa.stream, "
+    code = ("import sys, torch, torchvision, dagster_pipes, ehrxqa_pipeline.cli.vqa_worker, "
+            "ehrxqa_pipeline.vqa.worker, ehrxqa_pipeline.vqa.train, ehrxqa_pipeline.vqa.infer, "
+            "ehrxqa_pipeline.vqa.decode, ehrxqa_pipeline.vqa.stream, "
             "ehrxqa_pipeline.vqa.workspace; from ehrxqa_pipeline.vqa.train import plot_curves; plot_curves([]); "
             "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names))))")
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

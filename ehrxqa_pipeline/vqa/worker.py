@@ -1,26 +1,25 @@
-"""The reference VQA model's steps out of the Dagster process: ``python -m ehrxqa_pipeline.vqa.worker``.
+"""The reference VQA model's steps as tasks for a process of their own (``ehrxqa_pipeline.cli.vqa_worker``).
 
 Grain: one task per launch: ``train`` (one model file) or ``predict`` (one partition's predictions).
 Sources: the task's workspace (a DuckDB file ``vqa.workspace.snapshot`` wrote: splits, labels, boxes), the
 JPEGs under ``files_root`` and, to predict, the model file.
 
-``assets/vqa_scoring.py`` launches it through Dagster Pipes (``dagster.PipesSubprocessClient``), so the torch
-work runs in a process that imports no Dagster beyond ``dagster-pipes``: the same command runs in a slim GPU
-image. The task comes as the Pipes extras, every setting explicit (the device already resolved; nothing is
-read from the environment here):
+``assets/vqa_scoring.py`` launches ``python -m ehrxqa_pipeline.cli.vqa_worker`` through Dagster Pipes, which
+hands ``run_task`` the task and reports what it returns; this module and the library it drives import no
+Dagster, so the torch work runs in a slim GPU image. Every setting comes in the task (the device already
+resolved; nothing is read from the environment here):
 
 - ``{"task": "train", "workspace", "files_root", "model", "scratch", "config": TrainConfig fields}`` writes the
-  model file and ``training_curves.png`` beside it, and reports the materialization (data version = the
-  model's version; epochs, valid AUROC, timings) and the check ``learned`` (valid macro AUROC above 0.5, the
-  untrained prior's; passed when no valid pair has enough positives to say);
+  model file and ``training_curves.png`` beside it; returns the materialization metadata and data version
+  (the model's version: epochs, valid AUROC, timings) and the check ``learned`` (valid macro AUROC above 0.5,
+  the untrained prior's; passed when no valid pair has enough positives to say);
 - ``{"task": "predict", "workspace", "files_root", "model", "device", "image_ids", "out"}`` writes
-  ``relations.parquet`` and ``images.parquet`` under ``out`` and reports the images predicted and timings.
-The calling asset writes the warehouse (its single writer), so this process only reads.
+  ``relations.parquet`` and ``images.parquet`` under ``out``; returns the timings.
+The calling asset writes the warehouse (its single writer), so the task only reads.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -67,34 +66,13 @@ def predict(task: dict) -> dict:
                     image_ids=task["image_ids"], device=task["device"], timings=timings)
     preds.relations.write_parquet(out / "relations.parquet")
     preds.images.write_parquet(out / "images.parquet")
-    return {"images": preds.images.height, "timings": {k: v for k, v in timings.items() if k != "missing"}}
+    return {"timings": {k: v for k, v in timings.items() if k != "missing"}}
 
 
-def _value(v):
-    """A Pipes metadata value: JSON for containers, the plain value otherwise."""
-    if isinstance(v, (dict, list)):
-        return {"raw_value": json.loads(json.dumps(v, default=str)), "type": "json"}
-    return v
-
-
-def main() -> int:
-    from dagster_pipes import open_dagster_pipes
-
-    with open_dagster_pipes() as pipes:
-        task = pipes.extras
-        if task["task"] == "train":
-            metadata, version, check = train(task, log=pipes.log.info)  # into the step's Dagster log
-            pipes.report_asset_materialization(metadata={k: _value(v) for k, v in metadata.items()},
-                                               data_version=version)
-            pipes.report_asset_check(LEARNED_CHECK, passed=check["passed"], severity="WARN",
-                                     metadata={**{k: _value(v) for k, v in check["metadata"].items()},
-                                               "description": check["description"]})
-        elif task["task"] == "predict":
-            pipes.report_asset_materialization(metadata={k: _value(v) for k, v in predict(task).items()})
-        else:
-            raise ValueError(f"unknown VQA worker task {task['task']!r}: use train or predict")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def run_task(task: dict, log=print) -> tuple[dict, str | None, dict | None]:
+    """(materialization metadata, data version or None, ``learned`` check fields or None) of one task."""
+    if task["task"] == "train":
+        return train(task, log)
+    if task["task"] == "predict":
+        return predict(task), None, None
+    raise ValueError(f"unknown VQA worker task {task['task']!r}: use train or predict")

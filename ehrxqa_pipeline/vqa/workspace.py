@@ -65,7 +65,7 @@ def snapshot(con: duckdb.DuckDBPyConnection, extra: pl.DataFrame | None = None, 
     (image_id, subject_id, study_id, view_position, gender; optionally split, ctr, mtr) joins ``splits.images``
     (with split 'ehrxqa' unless it names one) where the image is not already there. ``top_folder`` (pNN): copy
     only the boxes of that folder's images (one inference partition). ``path``: a new DuckDB file instead of
-    memory (for the out-of-process worker, ``vqa.worker``; close the returned connection before it reads)."""
+    memory (for the out-of-process worker, ``cli.vqa_worker``; close the returned connection before it reads)."""
     if path is not None:
         Path(path).unlink(missing_ok=True)
     mem = duckdb.connect(":memory:" if path is None else str(path))

@@ -1,4 +1,5 @@
-"""The out-of-process VQA worker (ehrxqa_pipeline.vqa.worker, launched through Dagster Pipes).
+"""The out-of-process VQA worker: its tasks (ehrxqa_pipeline.vqa.worker) and their Dagster Pipes entry point
+(ehrxqa_pipeline.cli.vqa_worker).
 
 Its round trip through Dagster (metadata, the ``learned`` check, the predictions it writes) is exercised by
 the whole build of tests/test_end_to_end.py, and that it and the library it drives import no Dagster but
@@ -8,11 +9,13 @@ the refusal of an unknown task.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 
 def test_metadata_values_go_through_pipes_as_json_or_plain():
-    from ehrxqa_pipeline.vqa.worker import _value
+    from ehrxqa_pipeline.cli.vqa_worker import _value
 
     assert _value({"a": 1}) == {"raw_value": {"a": 1}, "type": "json"}
     assert _value([{"epoch": 1}]) == {"raw_value": [{"epoch": 1}], "type": "json"}
@@ -22,10 +25,11 @@ def test_metadata_values_go_through_pipes_as_json_or_plain():
 def test_an_unknown_task_is_refused_naming_it(monkeypatch):
     import dagster_pipes
 
-    from ehrxqa_pipeline.vqa import worker
+    from ehrxqa_pipeline.cli import vqa_worker
 
     class Pipes:
         extras = {"task": "evaluate"}
+        log = logging.getLogger("vqa_worker_test")
 
         def __enter__(self):
             return self
@@ -35,4 +39,4 @@ def test_an_unknown_task_is_refused_naming_it(monkeypatch):
 
     monkeypatch.setattr(dagster_pipes, "open_dagster_pipes", lambda: Pipes())
     with pytest.raises(ValueError, match="unknown VQA worker task 'evaluate'"):
-        worker.main()
+        vqa_worker.main()
