@@ -26,7 +26,7 @@ from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.hashing import HashCache
 from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.cxr import downloads
-from ehrxqa_pipeline.release import datasheet, license_note, manifest, plots, readme, tables
+from ehrxqa_pipeline.release import changelog, datasheet, license_note, manifest, plots, readme, tables
 from ehrxqa_pipeline.sources.schema import MIMIC_CXR
 from resources import PipelineConfig, Warehouse
 
@@ -256,7 +256,7 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
     manifest lists every asset's code version, and its check what is out of date upstream): passed in by
     ``ehrxqa_pipeline.definitions``, which assembles them, so this module imports nothing of it."""
 
-    @dg.asset(key=MANIFEST_KEY, code_version="4", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+    @dg.asset(key=MANIFEST_KEY, code_version="5", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
               deps=[*RELEASE_INPUTS, *ehrxqa.QUESTION_KEYS.values(), PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY,
                     PARAPHRASE_REVIEW_KEY],
               check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
@@ -275,13 +275,19 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
                           "and the published releases it reproduces; no time, no "
                           "absolute path, so the same inputs give the same manifest. Then SHA256SUMS.txt beside it: "
                           "every file of the folder, the manifest included, in `sha256sum -c` format (the "
-                          "manifest's byte digests; DuckDB files and the manifest hashed byte for byte). Source: "
-                          "the release folder. Files: EHRXQA_HOME/release/manifest.json, SHA256SUMS.txt.", **COMMON)
+                          "manifest's byte digests; DuckDB files and the manifest hashed byte for byte). Before them "
+                          "CHANGELOG.md: one section per release version built in this home, newest first, each "
+                          "against the version before it (snapshots kept in EHRXQA_HOME/release_history). Source: "
+                          "the release folder. Files: EHRXQA_HOME/release/manifest.json, SHA256SUMS.txt, "
+                          "CHANGELOG.md.", **COMMON)
     def release_manifest(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
         settings = pipeline_config.settings()
         sources, code, config = _facts(context, settings, warehouse)
         doc = manifest.build_manifest(settings.release_dir, sources=sources, code=code, seed=settings.seed,
                                       config=config, asset_code_versions=_asset_code_versions(definitions()))
+        history = changelog.record(settings.release_history_dir, changelog.snapshot(settings.release_dir, doc))
+        log = write_text(settings.release_dir / changelog.CHANGELOG_FILE, changelog.render_changelog(history))
+        doc = manifest.with_file(doc, settings.release_dir, log)
         path = manifest.write_manifest(doc, settings.release_dir)
         sums = manifest.write_sha256sums(settings.release_dir, doc["files"])
         text = path.read_text()
@@ -293,6 +299,7 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
         yield dg.MaterializeResult(data_version=dg.DataVersion(digest[:16]), metadata={
             "path": dg.MetadataValue.path(str(path)), "manifest_sha256": digest, "dagster/row_count": len(files),
             "sha256sums": dg.MetadataValue.path(str(sums)),
+            "changelog": dg.MetadataValue.md(log.read_text()), "release_versions_built": len(history),
             "bytes": sum(f.get("bytes", 0) for f in files),
             "content_digests": dg.MetadataValue.json([f["path"] for f in files if f["digest"] == "content"]),
             "input_data_versions": dg.MetadataValue.json(_input_versions(context, definitions())),

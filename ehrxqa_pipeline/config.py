@@ -152,6 +152,12 @@ class Settings:
     def release_dir(self) -> Path:
         return self.home / "release"
 
+    @property
+    def release_history_dir(self) -> Path:
+        """One snapshot per release version built in this home, from which release/CHANGELOG.md is written
+        (``release.changelog.record``); outside the release folder, which it describes."""
+        return self.home / "release_history"
+
 
 @dataclass(frozen=True)
 class Environment:

@@ -135,6 +135,14 @@ def test_release_manifest_lists_every_file_with_its_hash(built):
     assert "SHA256SUMS.txt" not in paths  # it lists the manifest, so the manifest does not list it
     assert {f"predictions/{d}/test/{m}.json" for d in ("ehrxqa", "mimic-cxr-vqa")
             for m in ("reference", "oracle", "yes", "prior_most", "prior_question")} <= set(paths)
+    # CHANGELOG.md: one build in this home, so one section; the snapshot it was written from is kept outside
+    version = doc["release_version"]
+    assert "CHANGELOG.md" in paths and f"## {version}\n\nThe first release version built in this home" in (
+        settings.release_dir / "CHANGELOG.md").read_text()
+    kept = json.loads((settings.release_history_dir / f"{version}.json").read_text())
+    assert kept["contents"]["ehrxqa"]["records"] == json.loads(
+        (settings.release_dir / "statistics" / "tables.json").read_text())["ehrxqa"]["records"]
+    assert "CHANGELOG.md" not in {f["path"] for f in kept["files"]}
 
 
 def test_release_readme_and_identity_describe_this_build(built, capsys):

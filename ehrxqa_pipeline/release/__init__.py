@@ -11,7 +11,9 @@
 * ``manifest.json`` (``manifest``): every release file with its SHA-256, source versions, code version,
   seed and configuration; two builds of the same inputs give identical manifests; and ``SHA256SUMS.txt``
   beside it, every file in ``sha256sum -c`` format;
-* ``changelog``: what changed between two release folders (``ehrxqa changelog OLD NEW``).
+* ``CHANGELOG.md`` (``changelog``, written by the manifest's asset): one section per release version built in
+  this home, from snapshots kept in EHRXQA_HOME/release_history; and what changed between any two release
+  folders (``ehrxqa changelog OLD NEW``).
 
 No wall-clock time and no absolute path is written into any of them. Files are written atomically through
 ``ehrxqa_pipeline.atomic``, like every other output.

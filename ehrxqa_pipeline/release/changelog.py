@@ -11,6 +11,15 @@ manifest itself does not carry them. ``changelog(old, new)`` reads only the two 
 {"train", "valid", "test", "definition"}}}``; a template's ``definition`` is its question template (EHRXQA) or
 content and semantic type (MIMIC-CXR-VQA): a change there is a changed template, a change in its counts only
 is listed as counts.
+
+``CHANGELOG.md`` in the release (written by ``release/manifest``): the build keeps a snapshot of each release
+version it made (``snapshot``: the manifest with ``contents``, without the changelog's own entry) in
+``EHRXQA_HOME/release_history/<release_version>.json`` and the order in which the versions were first built
+(``order.json``). ``record`` adds or replaces the current version's snapshot and returns the history up to it;
+``render_changelog`` writes one section per version, newest first, each against the version built before it.
+The snapshots are kept outside the release folder (they are this home's history, not part of the dataset): a
+build in a fresh home writes a changelog with one entry, so two fresh builds stay byte-identical. A rebuild of
+an older version (an older checkout) shows the history as it stood at that version.
 """
 
 from __future__ import annotations
@@ -19,12 +28,15 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from ehrxqa_pipeline.atomic import write_json
 from ehrxqa_pipeline.markdown import table
 from ehrxqa_pipeline.release.manifest import MANIFEST_NAME
 
 SPLITS = ("train", "valid", "test")
 TITLES = {"ehrxqa": "EHRXQA", "mimic_cxr_vqa": "MIMIC-CXR-VQA"}
 SHOWN = 50  # template rows listed per dataset and kind of change; the rest are counted
+CHANGELOG_FILE = "CHANGELOG.md"
+ORDER_FILE = "order.json"
 
 
 def _read(path: Path):
@@ -120,11 +132,11 @@ def _limited(rows: list[list]) -> list[list]:
                            else [])
 
 
-def _dataset_section(key: str, old: Mapping | None, new: Mapping | None) -> list[str]:
+def _dataset_section(key: str, old: Mapping | None, new: Mapping | None, h: str = "###") -> list[str]:
     title = TITLES.get(key, key)
     if old is None or new is None:
-        return [f"### {title}", f"No counts for the {'old' if old is None else 'new'} release (no statistics files)."]
-    parts = [f"### {title}", "Records per split:",
+        return [f"{h} {title}", f"No counts for the {'old' if old is None else 'new'} release (no statistics files)."]
+    parts = [f"{h} {title}", "Records per split:",
              table(["split", "old", "new", "change"],
                    [[s, _n(old["records"].get(s)), _n(new["records"].get(s)),
                      _delta(old["records"].get(s), new["records"].get(s))] for s in SPLITS]
@@ -152,15 +164,62 @@ def _dataset_section(key: str, old: Mapping | None, new: Mapping | None) -> list
     return parts
 
 
-def changelog(old_manifest: Mapping, new_manifest: Mapping) -> str:
+def changelog(old_manifest: Mapping, new_manifest: Mapping, level: int = 1) -> str:
     """Markdown: what changed from the release of ``old_manifest`` to that of ``new_manifest`` (manifests as
-    ``load_release`` returns them; without ``contents`` only the build facts and files are compared)."""
+    ``load_release`` returns them; without ``contents`` only the build facts and files are compared).
+    ``level``: the depth of its top heading (its sections are one and two levels below)."""
+    h1, h2, h3 = ("#" * (level + i) for i in range(3))
     oc, nc = old_manifest.get("contents") or {}, new_manifest.get("contents") or {}
-    parts = [f"# Changes from {_version(old_manifest)} to {_version(new_manifest)}", "## Build",
-             "\n".join(_build_lines(old_manifest, new_manifest)), "## Counts"]
+    parts = [f"{h1} Changes from {_version(old_manifest)} to {_version(new_manifest)}", f"{h2} Build",
+             "\n".join(_build_lines(old_manifest, new_manifest)), f"{h2} Counts"]
     for key in sorted(set(oc) | set(nc), key=lambda k: list(TITLES).index(k) if k in TITLES else len(TITLES)):
-        parts += _dataset_section(key, oc.get(key), nc.get(key))
+        parts += _dataset_section(key, oc.get(key), nc.get(key), h3)
     if not (oc or nc):
         parts.append("No per-split or per-template counts in either manifest.")
-    parts += ["## Files", "\n".join(_files_lines(old_manifest, new_manifest))]
+    parts += [f"{h2} Files", "\n".join(_files_lines(old_manifest, new_manifest))]
     return "\n\n".join(parts) + "\n"
+
+
+def snapshot(release_dir: Path, manifest: Mapping) -> dict:
+    """What the history keeps of the release under ``release_dir`` whose manifest is ``manifest`` (as
+    ``manifest.build_manifest`` returns it): the manifest with ``contents`` (``release_contents``), without an
+    entry for CHANGELOG.md, which is written from the history and would otherwise differ from itself."""
+    files = [f for f in manifest.get("files", []) if f["path"] != CHANGELOG_FILE]
+    return {**manifest, "files": files, "contents": release_contents(release_dir)}
+
+
+def record(history_dir: Path, current: Mapping) -> list[dict]:
+    """Keep ``current`` (a ``snapshot``) as its release version's entry of ``history_dir`` (replacing an earlier
+    build of the same version) and return the snapshots of every version built up to it, oldest first."""
+    history_dir = Path(history_dir)
+    version = _version(current)
+    if "/" in version or version.startswith("."):
+        raise ValueError(f"release version {version!r} cannot name a file in {history_dir}")
+    order_path = history_dir / ORDER_FILE
+    order = json.loads(order_path.read_text()) if order_path.is_file() else []
+    if version not in order:
+        order.append(version)
+        write_json(order_path, order)
+    write_json(history_dir / f"{version}.json", current, sort_keys=True)
+    history = []
+    for v in order[:order.index(version) + 1]:
+        kept = _read(history_dir / f"{v}.json")
+        if kept is not None:  # a snapshot removed by hand: its version drops out of the changelog
+            history.append(current if v == version else kept)
+    return history
+
+
+def render_changelog(history: list[Mapping]) -> str:
+    """CHANGELOG.md for the last release of ``history`` (oldest first, as ``record`` returns it): one section
+    per version, newest first, each against the version built before it in this home."""
+    parts = ["# Changelog",
+             "One section per release version built in this EHRXQA_HOME, newest first, each compared with the "
+             "version built before it: build facts, records per split, templates added, removed or changed, "
+             "per-template counts and files. `ehrxqa changelog OLD NEW` compares any two release folders."]
+    for old, new in reversed(list(zip([None, *history[:-1]], history))):
+        if old is None:
+            parts.append(f"## {_version(new)}\n\nThe first release version built in this home: no earlier "
+                         "version to compare with.\n")
+        else:
+            parts.append(changelog(old, new, level=2))
+    return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"

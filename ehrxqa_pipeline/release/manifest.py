@@ -149,6 +149,14 @@ def build_manifest(release_dir: Path, *, sources: dict, code: dict, seed: int, c
             "files": file_entries(release_dir)}
 
 
+def with_file(manifest: Mapping, release_dir: Path, path: Path) -> dict:
+    """``manifest`` with the entry of ``path`` (a file under ``release_dir`` written after the manifest was
+    built) added or replaced, the other entries as they were (not hashed again)."""
+    entry = file_entry(Path(release_dir), Path(path))
+    files = [f for f in manifest["files"] if f["path"] != entry["path"]] + [entry]
+    return {**manifest, "files": sorted(files, key=lambda f: f["path"])}
+
+
 def dumps(manifest: Mapping) -> str:
     return json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 

@@ -44,6 +44,7 @@ CONTENTS = (
     ("manifest.json", "every file's SHA-256, the source versions, code version, seed, configuration, "
                       "`release_version` and `identity`"),
     ("SHA256SUMS.txt", "`sha256sum -c SHA256SUMS.txt` checks the folder"),
+    ("CHANGELOG.md", "what changed from one release version to the next, as built in this pipeline's home"),
 )
 
 LOADING = '''```python

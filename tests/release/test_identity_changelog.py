@@ -115,3 +115,52 @@ def test_changelog_command_reads_two_release_folders(tmp_path, capsys):
     assert "# Changes from 0.1.0+0123456789ab to 0.1.0+ffffffffffff" in out
     assert "| 7 | 2 -> 4 | 0 | 1 |" in out and "| train | 5 | 7 | +2 |" in out
     assert main(["changelog", str(tmp_path), str(new_dir)]) == 2
+
+
+def _built(tmp_path, name, code, bump=0):
+    """A release folder built by ``code`` (its statistics: per-template train counts raised by ``bump``) and the
+    snapshot the manifest's asset keeps of it, with a stale CHANGELOG.md already in the folder."""
+    release = make_release(tmp_path / name)
+    if bump:
+        stats = json.loads((release / "ehrxqa" / "statistics.json").read_text())
+        stats["per_template"][0]["train"] += bump
+        (release / "ehrxqa" / "statistics.json").write_text(json.dumps(stats))
+    (release / changelog.CHANGELOG_FILE).write_text("an earlier build's changelog\n")
+    doc = _manifest(tmp_path / name, release, code)
+    assert changelog.CHANGELOG_FILE in {f["path"] for f in doc["files"]}
+    return changelog.snapshot(release, doc)
+
+
+def test_release_changelog_has_a_section_per_version_built_newest_first(tmp_path):
+    history_dir = tmp_path / "release_history"
+    code_b = {**CODE, "sha256": "f" * 64}
+    first = changelog.record(history_dir, _built(tmp_path, "a", CODE))
+    md = changelog.render_changelog(first)
+    assert md.count("\n## ") == 1 and "## 0.1.0+0123456789ab\n\nThe first release version built in this home" in md
+    second = changelog.record(history_dir, _built(tmp_path, "b", code_b, bump=2))
+    assert [changelog._version(s) for s in second] == ["0.1.0+0123456789ab", "0.1.0+ffffffffffff"]
+    md = changelog.render_changelog(second)
+    newest = md.index("## Changes from 0.1.0+0123456789ab to 0.1.0+ffffffffffff")
+    assert newest < md.index("## 0.1.0+0123456789ab\n") and "### Build" in md and "#### EHRXQA" in md
+    assert "| 7 | 2 -> 4 | 0 | 1 |" in md and "| train | 5 | 7 | +2 |" in md
+    assert "CHANGELOG.md" not in md  # the snapshots leave the changelog's own entry out
+    # the same version built again (other counts) replaces its snapshot; the order stays
+    again = changelog.record(history_dir, _built(tmp_path, "b2", code_b, bump=5))
+    assert "| 7 | 2 -> 7 | 0 | 1 |" in changelog.render_changelog(again)
+    assert json.loads((history_dir / changelog.ORDER_FILE).read_text()) == ["0.1.0+0123456789ab", "0.1.0+ffffffffffff"]
+    # an older checkout built again sees the history as it stood at its version
+    assert changelog.render_changelog(changelog.record(history_dir, _built(tmp_path, "a2", CODE))) == \
+        changelog.render_changelog(first)
+
+
+def test_a_file_written_after_the_manifest_is_added_to_it_without_hashing_the_others(tmp_path):
+    release = make_release(tmp_path)
+    doc = _manifest(tmp_path, release)
+    doc["files"][0]["sha256"] = "not hashed again"
+    (release / "CHANGELOG.md").write_text("# Changelog\n")
+    out = manifest.with_file(doc, release, release / "CHANGELOG.md")
+    paths = [f["path"] for f in out["files"]]
+    assert paths == sorted(paths) and "CHANGELOG.md" in paths and out["files"][paths.index(
+        doc["files"][0]["path"])]["sha256"] == "not hashed again"
+    assert manifest.verify(release, manifest.with_file(_manifest(tmp_path, release), release,
+                                                       release / "CHANGELOG.md")) == []
