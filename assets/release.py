@@ -1,5 +1,6 @@
 """Release: the statistics gathered in one place, plots, the datasheet, the Croissant description and the
-manifest of every file under EHRXQA_HOME/release (the datasets and databases themselves are written by their own groups' assets)."""
+manifest of every file under EHRXQA_HOME/release (the datasets and databases themselves are written by their own
+groups' assets)."""
 
 import hashlib
 import json
@@ -243,9 +244,9 @@ def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: Pipeli
           description="Grain: one Croissant 1.1 JSON-LD document describing the release: a FileObject (relative "
                       "contentUrl, size, SHA-256) per split file of both datasets, the EHRXQA template catalog and "
                       "SQLite databases, the answer vocabulary and the license (DuckDB databases and the "
-                      "datasheet only named: their bytes differ per build or with the source's form); a cr:Split record set and one record set per "
-                      "dataset and split with a typed field per record key; the Croissant RAI fields from the "
-                      "datasheet's answers, the license and the uses it forbids. No time, no absolute path, keys "
+                      "datasheet only named: their bytes differ per build or with the source's form); a cr:Split "
+                      "record set and one record set per dataset and split with a typed field per record key; the "
+                      "Croissant RAI fields from the datasheet's answers, the license and the uses it forbids. No time, no absolute path, keys "
                       "sorted: the same inputs give the same bytes. Source: the release files, release/statistics, "
                       "the datasheet's facts (sources, code, seed, configuration). Files: "
                       "EHRXQA_HOME/release/croissant.json.", **COMMON)
