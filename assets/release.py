@@ -247,9 +247,9 @@ def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: Pipeli
                       "datasheet only named: their bytes differ per build or with the source's form); a cr:Split "
                       "record set and one record set per dataset and split with a typed field per record key; the "
                       "Croissant RAI fields from the datasheet's answers, the license and the uses it forbids. No "
-                      "time, no absolute path, keys sorted: the same inputs give the same bytes. Source: the release files, release/statistics, "
-                      "the datasheet's facts (sources, code, seed, configuration). Files: "
-                      "EHRXQA_HOME/release/croissant.json.", **COMMON)
+                      "time, no absolute path, keys sorted: the same inputs give the same bytes. Source: the "
+                      "release files, release/statistics, the datasheet's facts (sources, code, seed, "
+                      "configuration). Files: EHRXQA_HOME/release/croissant.json.", **COMMON)
 def release_croissant(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
     settings = pipeline_config.settings()
     sources, code, config = _facts(context, settings, warehouse)
