@@ -1,5 +1,6 @@
-"""Release: the statistics gathered in one place, plots, the datasheet and the manifest of every file under
-EHRXQA_HOME/release (the datasets and databases themselves are written by their own groups' assets)."""
+"""Release: the statistics gathered in one place, plots, the datasheet, the Croissant description and the
+manifest of every file under EHRXQA_HOME/release (the datasets and databases themselves are written by their own
+groups' assets)."""
 
 import hashlib
 import json
@@ -26,7 +27,7 @@ from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.hashing import HashCache
 from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.cxr import downloads
-from ehrxqa_pipeline.release import changelog, datasheet, license_note, manifest, plots, readme, tables
+from ehrxqa_pipeline.release import changelog, croissant, datasheet, license_note, manifest, plots, readme, tables
 from ehrxqa_pipeline.sources.schema import MIMIC_CXR
 from resources import PipelineConfig, Warehouse
 
@@ -35,6 +36,7 @@ PLOTS_KEY = dg.AssetKey([names.RELEASE, "plots"])
 DATASHEET_KEY = dg.AssetKey([names.RELEASE, "datasheet"])
 MANIFEST_KEY = dg.AssetKey([names.RELEASE, "manifest"])
 IMAGES_KEY = dg.AssetKey([names.RELEASE, "images"])
+CROISSANT_KEY = dg.AssetKey([names.RELEASE, "croissant"])
 DATASHEET_FILE = "datasheet.md"
 COMMON = dict(group_name=names.RELEASE, automation_condition=RELEASE_ON_CHANGE, owners=["team:ehrxqa"])
 
@@ -43,7 +45,7 @@ COMMON = dict(group_name=names.RELEASE, automation_condition=RELEASE_ON_CHANGE, 
 RELEASE_INPUTS: list[dg.AssetKey] = [
     mimic_cxr_vqa.RELEASE_KEY, mimic_cxr_vqa.STATS_KEY, *ehrxqa.RELEASE_KEYS.values(), ehrxqa.STATS_KEY,
     ehrxqa.CATALOG_KEY, DB_KEYS["silver"], DB_KEYS["gold"], PARAPHRASE_STATS_KEY, STATISTICS_KEY, PLOTS_KEY,
-    DATASHEET_KEY, vqa_scoring.SCORES_KEY, DOWNLOADS_KEY, IMAGES_KEY,
+    DATASHEET_KEY, vqa_scoring.SCORES_KEY, DOWNLOADS_KEY, IMAGES_KEY, CROISSANT_KEY,
 ]
 
 
@@ -228,6 +230,43 @@ def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: Pipeli
                                           "path": dg.MetadataValue.path(str(path)),
                                           "license": dg.MetadataValue.path(str(note)),
                                           "readme": dg.MetadataValue.path(str(guide))})
+
+
+@dg.asset(key=CROISSANT_KEY, code_version="1", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+          deps=[mimic_cxr_vqa.RELEASE_KEY, *ehrxqa.RELEASE_KEYS.values(), ehrxqa.CATALOG_KEY, DB_KEYS["silver"],
+                DB_KEYS["gold"], STATISTICS_KEY, DATASHEET_KEY, *ehrxqa.QUESTION_KEYS.values(),
+                PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY, PARAPHRASE_REVIEW_KEY],
+          check_specs=[dg.AssetCheckSpec("valid", asset=CROISSANT_KEY, blocking=True,
+                                         description="mlcroissant (offline) validates croissant.json with no error, "
+                                                     "every FileObject's sha256 equals its file's, and mlcroissant's "
+                                                     "reader reads the answer vocabulary from the local file; "
+                                                     "warnings are listed in the metadata.")],
+          description="Grain: one Croissant 1.1 JSON-LD document describing the release: a FileObject (relative "
+                      "contentUrl, size, SHA-256) per split file of both datasets, the EHRXQA template catalog and "
+                      "SQLite databases, the answer vocabulary and the license (DuckDB databases and the "
+                      "datasheet only named: their bytes differ per build or with the source's form); a cr:Split "
+                      "record set and one record set per dataset and split with a typed field per record key; the "
+                      "Croissant RAI fields from the datasheet's answers, the license and the uses it forbids. No "
+                      "time, no absolute path, keys sorted: the same inputs give the same bytes. Source: the "
+                      "release files, release/statistics, the datasheet's facts (sources, code, seed, "
+                      "configuration). Files: EHRXQA_HOME/release/croissant.json.", **COMMON)
+def release_croissant(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
+    settings = pipeline_config.settings()
+    sources, code, config = _facts(context, settings, warehouse)
+    doc = croissant.build_croissant(settings.release_dir, tables=_tables(settings), sources=sources, code=code,
+                                    seed=settings.seed, config=config)
+    path = croissant.write_croissant(doc, settings.release_dir)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    yield dg.MaterializeResult(data_version=dg.DataVersion(digest[:16]), metadata={
+        "path": dg.MetadataValue.path(str(path)), "sha256": digest, "bytes": path.stat().st_size,
+        "files": len(doc["distribution"]), "record_sets": dg.MetadataValue.json([r["@id"] for r in doc["recordSet"]])})
+    problems = croissant.validate(settings.release_dir)
+    errors = [p for p in problems if p.startswith("error:")]
+    yield dg.AssetCheckResult(check_name="valid", passed=not errors,
+                              description=("; ".join(errors) if errors else
+                                           f"valid ({len(problems)} warnings)")[:2000],
+                              metadata={"errors": dg.MetadataValue.json(errors),
+                                        "warnings": dg.MetadataValue.json([p for p in problems if p not in errors])})
 
 
 @dg.asset(key=IMAGES_KEY, code_version="1", deps=[*SPLIT_KEYS.values(), GOLD_COHORT_KEY, DOWNLOADS_KEY],

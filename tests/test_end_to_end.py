@@ -169,6 +169,21 @@ def test_release_readme_and_identity_describe_this_build(built, capsys):
     assert "0 added, 0 removed, 0 changed, 0 with other counts" in out and "- changed (0): none" in out
 
 
+def test_release_croissant_validates_and_its_check_passed(built):
+    """croissant.json is in the built release and its manifest, mlcroissant validates it offline with no error
+    and the blocking check release/croissant:valid passed."""
+    from ehrxqa_pipeline.release import croissant
+
+    settings, _, _, summary = built
+    assert ("release/croissant", "valid", True) in {c[:3] for c in summary.checks}
+    problems = croissant.validate(settings.release_dir)
+    assert [p for p in problems if p.startswith("error:")] == [], problems
+    doc = json.loads((settings.release_dir / croissant.CROISSANT_FILE).read_text())
+    assert {f["contentUrl"] for f in doc["distribution"]} == {rel for rel, _, _ in croissant.DISTRIBUTION}
+    listed = {f["path"] for f in json.loads((settings.release_dir / "manifest.json").read_text())["files"]}
+    assert croissant.CROISSANT_FILE in listed
+
+
 def test_sha256sums_checks_the_release_folder_with_sha256sum(built, tmp_path):
     settings, _, _, _ = built
     release = tmp_path / "release"

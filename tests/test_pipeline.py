@@ -194,7 +194,8 @@ GOLD_SIDE = {"ingest/gold_relations", "cxr_cohort/gold_studies", "cxr_labels/gol
 GOLD_MAY = {"ehrxqa/gold", "mimic_cxr_vqa/statistics", "ehrxqa/statistics", "vqa_scoring/scores",
             "release/ehrxqa/gold"}
 # (the release files that are not one side's)
-RELEASE = {"release/mimic_cxr_vqa", "release/statistics", "release/plots", "release/datasheet", "release/manifest",
+RELEASE = {"release/mimic_cxr_vqa", "release/statistics", "release/plots", "release/datasheet", "release/croissant",
+           "release/manifest",
            "release/images"}
 # ... and what never does, though downstream of the gold file: the image selection, the silver side, training
 NEVER_ON_GOLD = {"cxr_cohort/image_rules", "cxr_cohort/image_integrity", "cxr_cohort/image_downloads",

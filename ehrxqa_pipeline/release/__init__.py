@@ -6,6 +6,9 @@
 * ``datasheet.md`` (``datasheet``): the paper's appendix A datasheet answered from the build;
 * ``LICENSE.txt`` (``license_note``): the PhysioNet license and data use agreement the data files inherit;
 * ``README.md`` (``readme``): the folder's guide: files, loading snippets, empty answers, study ids;
+* ``croissant.json`` (``croissant``): the folder in Croissant 1.1 (JSON-LD): every data file with its SHA-256,
+  typed record sets per dataset and split, the splits and the RAI fields from the datasheet; validated offline by
+  mlcroissant in the blocking check ``release/croissant:valid``;
 * ``identity``: the published PhysioNet releases the datasets rebuild and this build's release version,
   stated once for the manifest, the datasheet and the README;
 * ``manifest.json`` (``manifest``): every release file with its SHA-256, source versions, code version,

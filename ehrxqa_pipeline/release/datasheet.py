@@ -24,6 +24,29 @@ PHYSIONET = {"mimiciv": "https://physionet.org/content/mimiciv/{v}/",
              "chest-imagenome": "https://physionet.org/content/chest-imagenome/{v}/"}
 SOURCE_NAMES = {"mimiciv": "MIMIC-IV", "mimic-cxr-jpg": "MIMIC-CXR-JPG", "chest-imagenome": "Chest ImaGenome"}
 
+# Answers stated once, for datasheet.md and for the RAI fields of croissant.json (``croissant.rai_fields``).
+PURPOSE = ("EHRXQA: multi-modal question answering over structured electronic health records (EHRs) and chest "
+           "X-ray images. MIMIC-CXR-VQA, its image part: a benchmark for medical visual question answering.")
+INSTANCES = ("EHRXQA: natural-language questions with their SQL / NeuralSQL query and answer over the integrated "
+             "MIMIC-IV + chest X-ray database. MIMIC-CXR-VQA: a MIMIC-CXR image id with a question and answer.")
+RECOMMENDED_SPLITS = ("Yes: train / valid from the silver labels (patient-disjoint), test from the gold labels; the "
+                      "files are split accordingly.")
+NOISE = ("Questions are filled templates or paraphrases of them, so some are grammatically awkward. Labels "
+         "of train / valid images come from the automatically extracted silver Chest ImaGenome labels.")
+CONFIDENTIAL = "No: the sources are de-identified, and the EHRXQA databases are shifted into the years 2100-2105."
+PEOPLE = ("It relates to patients; it does not identify subpopulations (questions may ask for a gender or an "
+          "age group).")
+ACQUISITION = ("Question templates with their SQL / NeuralSQL were written from existing resources, then filled "
+               "by sampling the source databases; every EHRXQA NeuralSQL was executed with an oracle VQA module "
+               "and checked against its gold SQL answer before release.")
+ETHICS = ("N/A: de-identified PhysioNet data used under its data use agreement; no record value is sent to a "
+          "remote service (the LLM sees question templates only).")
+RAW_DATA = "The sources are read-only; refused rows are kept with their reason."
+TASKS = "Question answering over EHRs, chest X-ray images, or both; text-to-SQL / NeuralSQL parsing; VQA."
+MAINTENANCE = ("Rebuilding from new source versions or code gives a new release; `manifest.json` records what "
+               "it was built from, so two releases can be compared file by file (`ehrxqa changelog OLD NEW` "
+               "lists what changed).")
+
 
 def _n(x: int) -> str:
     return f"{x:,}"
@@ -112,12 +135,49 @@ def deviations_section(deviations: str | None) -> str:
             "place (from `docs/deviations.md`):\n\n| #" + body[1].rstrip() if len(body) == 2 else deviations.strip())
 
 
+DISTRIBUTION = (f"The files of this folder inherit the {LICENSE} and the {DUA} of their PhysioNet sources "
+                f"(`{LICENSE_FILE}`): only credentialed users who signed the agreement may use them, and they may "
+                "not be shared or posted to dataset hubs; derived data is shared only through PhysioNet. The "
+                "published dataset's code: https://github.com/baeseongsu/ehrxqa and "
+                "https://github.com/baeseongsu/mimic-cxr-vqa (MIT license); this pipeline's code is licensed "
+                "separately from the data.")
+
+
+def sample_text(seed: int, config: Mapping) -> str:
+    """Whether the dataset is a sample, with the caps the build ran with."""
+    caps = config.get("ehrxqa_sampling") or {}
+    return ("A sample: per template, questions are drawn with per-step seeded generators (seed "
+            f"{seed}); caps per template: {caps.get('train_valid', '80')} train+valid and {caps.get('test', '10')} "
+            "test for EHRXQA (paper: 80 and 10); MIMIC-CXR-VQA is balanced per template by answer entropy.")
+
+
+def missing_text(tables: Mapping) -> str:
+    return (f"No. {tables['ehrxqa']['templates_below_cap']} EHRXQA templates have fewer questions than their cap; "
+            "`ehrxqa/statistics.md` gives the reason for each.")
+
+
+def mechanisms_text(config: Mapping) -> str:
+    """The tools, and where the released questions' phrasings come from (``paraphraser_text``)."""
+    return ("This Dagster pipeline (Python, polars, DuckDB, SQLite); questions paraphrased "
+            + paraphraser_text(config.get("paraphraser") or {})
+            + "; paraphrases are machine-validated, with a human review file.")
+
+
+def sampling_strategy_text(seed: int) -> str:
+    return (f"Random with fixed seeds: every random step has its own generator seeded by (seed {seed}, step "
+            "name), so the same source, configuration and seed give the same files.")
+
+
+def future_uses_text(sources: Mapping) -> str:
+    return ("A release built from the synthetic source is for testing only." if sources["synthetic"] else
+            "Train / valid answers inherit the noise of the silver labels.")
+
+
 def render_datasheet(tables: Mapping, sources: Mapping, code: Mapping, seed: int, config: Mapping,
                      deviations: str | None = None) -> str:
     vqa, ehrxqa = tables["mimic_cxr_vqa"], tables["ehrxqa"]
     overall = vqa["overall"]
     modality = _modality_counts(ehrxqa["c9"])
-    caps = config.get("ehrxqa_sampling") or {}
     sections = [
         "# Datasheet: EHRXQA and MIMIC-CXR-VQA (this build)",
         "The questions of the paper's datasheet (appendix A, after Gebru et al., *Datasheets for Datasets*), "
@@ -126,91 +186,54 @@ def render_datasheet(tables: Mapping, sources: Mapping, code: Mapping, seed: int
         f"Release version `{release_version(code)}` (package version + code digest). It rebuilds these "
         "published PhysioNet releases:\n\n" + identity_lines(),
         "## A.1 Motivation",
-        _qa("For what purpose was the dataset created?",
-            "EHRXQA: multi-modal question answering over structured electronic health records (EHRs) and chest "
-            "X-ray images. MIMIC-CXR-VQA, its image part: a benchmark for medical visual question answering."),
+        _qa("For what purpose was the dataset created?", PURPOSE),
         _qa("Who created the dataset and on behalf of which entity?",
             "The dataset design is the EHRXQA paper's (Bae et al., NeurIPS 2023 Datasets and Benchmarks). "
             "This release was rebuilt by the ehrxqa-pipeline from the sources below."),
         _qa("Who funded the creation of the dataset?", "See the paper's datasheet for the original work."),
         "## A.2 Composition",
-        _qa("What do the instances represent?",
-            "EHRXQA: natural-language questions with their SQL / NeuralSQL query and answer over the integrated "
-            "MIMIC-IV + chest X-ray database. MIMIC-CXR-VQA: a MIMIC-CXR image id with a question and answer."),
+        _qa("What do the instances represent?", INSTANCES),
         _qa("How many instances are there in total?",
             f"EHRXQA: {_split_counts(ehrxqa['records'])}; by modality "
             + ", ".join(f"{_n(n)} {m}" for m, n in modality.items()) + f" (paper: {PAPER['ehrxqa']}). "
             f"MIMIC-CXR-VQA: {_split_counts(vqa['records'])} over {_split_counts(overall['images'])} images "
             f"(paper: {PAPER['mimic_cxr_vqa']})."),
-        _qa("Does the dataset contain all possible instances or is it a sample?",
-            "A sample: per template, questions are drawn with per-step seeded generators (seed "
-            f"{seed}); caps per template: {caps.get('train_valid', '80')} train+valid and {caps.get('test', '10')} "
-            "test for EHRXQA (paper: 80 and 10); MIMIC-CXR-VQA is balanced per template by answer entropy."),
+        _qa("Does the dataset contain all possible instances or is it a sample?", sample_text(seed, config)),
         _qa("What data does each instance consist of?",
             "EHRXQA: (question, SQL / NeuralSQL, answer) with template tags; MIMIC-CXR-VQA: (question, image id, "
             "answer) with template and arguments. Record formats as published; EHRXQA records add "
             "`resolved_value` (see *EHRXQA record fields* below)."),
         _qa("Is there a label or target associated with each instance?", "The answer of each question."),
-        _qa("Is any information missing from individual instances?",
-            f"No. {ehrxqa['templates_below_cap']} EHRXQA templates have fewer questions than their cap; "
-            "`ehrxqa/statistics.md` gives the reason for each."),
+        _qa("Is any information missing from individual instances?", missing_text(tables)),
         _qa("Are relationships between individual instances made explicit?", "No."),
-        _qa("Are there recommended data splits?",
-            "Yes: train / valid from the silver labels (patient-disjoint), test from the gold labels; the "
-            "files are split accordingly."),
-        _qa("Are there any errors, sources of noise, or redundancies in the dataset?",
-            "Questions are filled templates or paraphrases of them, so some are grammatically awkward. Labels "
-            "of train / valid images come from the automatically extracted silver Chest ImaGenome labels."),
+        _qa("Are there recommended data splits?", RECOMMENDED_SPLITS),
+        _qa("Are there any errors, sources of noise, or redundancies in the dataset?", NOISE),
         _qa("Is the dataset self-contained, or does it rely on external resources?",
             "It relies on three PhysioNet databases (credentialed access); this build used:\n\n"
             + source_lines(sources)),
-        _qa("Does the dataset contain data that might be considered confidential?",
-            "No: the sources are de-identified, and the EHRXQA databases are shifted into the years 2100-2105."),
-        _qa("Does the dataset relate to people? Does it identify subpopulations?",
-            "It relates to patients; it does not identify subpopulations (questions may ask for a gender or an "
-            "age group)."),
+        _qa("Does the dataset contain data that might be considered confidential?", CONFIDENTIAL),
+        _qa("Does the dataset relate to people? Does it identify subpopulations?", PEOPLE),
         "## A.3 Collection process",
-        _qa("How was the data associated with each instance acquired?",
-            "Question templates with their SQL / NeuralSQL were written from existing resources, then filled "
-            "by sampling the source databases; every EHRXQA NeuralSQL was executed with an oracle VQA module "
-            "and checked against its gold SQL answer before release."),
-        _qa("What mechanisms or procedures were used?",
-            "This Dagster pipeline (Python, polars, DuckDB, SQLite); questions paraphrased "
-            + paraphraser_text(config.get("paraphraser") or {})
-            + "; paraphrases are machine-validated, with a human review file."),
-        _qa("What was the sampling strategy?",
-            f"Random with fixed seeds: every random step has its own generator seeded by (seed {seed}, step "
-            "name), so the same source, configuration and seed give the same files."),
+        _qa("How was the data associated with each instance acquired?", ACQUISITION),
+        _qa("What mechanisms or procedures were used?", mechanisms_text(config)),
+        _qa("What was the sampling strategy?", sampling_strategy_text(seed)),
         _qa("Over what timeframe was the data collected?",
             "MIMIC-IV covers 2008-2019 and MIMIC-CXR 2011-2016 (real sources); the release is rebuilt on demand."),
-        _qa("Were any ethical review processes conducted? Consent?",
-            "N/A: de-identified PhysioNet data used under its data use agreement; no record value is sent to a "
-            "remote service (the LLM sees question templates only)."),
+        _qa("Were any ethical review processes conducted? Consent?", ETHICS),
         "## A.4 Preprocessing / cleaning / labeling",
         _qa("Was any preprocessing / cleaning / labeling done?",
             "Yes; every filter and its counts:\n\n" + filters_section(tables)),
-        _qa("Was the raw data saved?", "The sources are read-only; refused rows are kept with their reason."),
+        _qa("Was the raw data saved?", RAW_DATA),
         _qa("Is the software available?",
             f"{code['package']} {code['version']}; source digest `{code['sha256']}` over {code['files']} files "
             f"of {', '.join(code['dirs'])}."),
         "## A.5 Uses",
-        _qa("What tasks could the dataset be used for?",
-            "Question answering over EHRs, chest X-ray images, or both; text-to-SQL / NeuralSQL parsing; VQA."),
-        _qa("Is there anything about the composition that might impact future uses?",
-            "A release built from the synthetic source is for testing only." if sources["synthetic"] else
-            "Train / valid answers inherit the noise of the silver labels."),
+        _qa("What tasks could the dataset be used for?", TASKS),
+        _qa("Is there anything about the composition that might impact future uses?", future_uses_text(sources)),
         "## A.6 Distribution",
-        _qa("How will the dataset be distributed? License?",
-            f"The files of this folder inherit the {LICENSE} and the {DUA} of their PhysioNet sources "
-            f"(`{LICENSE_FILE}`): only credentialed users who signed the agreement may use them, and they may not "
-            "be shared or posted to dataset hubs; derived data is shared only through PhysioNet. The published "
-            "dataset's code: https://github.com/baeseongsu/ehrxqa and https://github.com/baeseongsu/mimic-cxr-vqa "
-            "(MIT license); this pipeline's code is licensed separately from the data."),
+        _qa("How will the dataset be distributed? License?", DISTRIBUTION),
         "## A.7 Maintenance",
-        _qa("Will the dataset be updated?",
-            "Rebuilding from new source versions or code gives a new release; `manifest.json` records what "
-            "it was built from, so two releases can be compared file by file (`ehrxqa changelog OLD NEW` "
-            "lists what changed)."),
+        _qa("Will the dataset be updated?", MAINTENANCE),
         "## EHRXQA record fields",
         "`ehrxqa/{train,valid,test}.json`: a list of records with these fields, in this order (the published "
         "fields, then `resolved_value`):",

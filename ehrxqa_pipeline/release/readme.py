@@ -40,6 +40,8 @@ CONTENTS = (
                 "download them (`images/README.md`)"),
     ("scores.{json,md}, predictions/", "VQA modules' scores and their per-item test answers"),
     ("datasheet.md", "the paper's datasheet (appendix A) answered for this build, with the deviations"),
+    ("croissant.json", "the folder described in Croissant 1.1 (JSON-LD, with the RAI fields): each file's SHA-256, "
+                       "typed record sets per dataset and split; load it offline with `mlcroissant` (below)"),
     ("LICENSE.txt", "the PhysioNet license and data use agreement these files inherit"),
     ("manifest.json", "every file's SHA-256, the source versions, code version, seed, configuration, "
                       "`release_version` and `identity`"),
@@ -60,6 +62,12 @@ df = pl.read_json("mimic-cxr-vqa/train.json", infer_schema_length=None)
 # Hugging Face datasets (locally only: the license forbids posting these files to the Hub)
 from datasets import load_dataset
 ds = load_dataset("json", data_files={s: f"mimic-cxr-vqa/{s}.json" for s in ("train", "valid", "test")})
+
+# Croissant (mlcroissant: file paths resolve against this folder, nothing is downloaded; the answer vocabulary
+# reads as records, while the question files' JSON-object fields, typed sc:Text, stop mlcroissant 1.1.1's reader)
+import mlcroissant as mlc
+ds = mlc.Dataset(jsonld="croissant.json")
+answers = [r["mimic_cxr_vqa_answer_vocabulary/answer"].decode() for r in ds.records("mimic_cxr_vqa_answer_vocabulary")]
 
 # DuckDB (`answer` is a JSON[] list)
 import duckdb

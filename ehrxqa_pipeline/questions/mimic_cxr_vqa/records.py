@@ -26,6 +26,27 @@ from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import (ARGUMENT_KINDS, G
 
 RECORD_FIELDS = ("split", "idx", "subject_id", "study_id", "image_id", "image_path", "question", "semantic_type",
                  "content_type", "template", "template_program", "template_arguments", "answer")
+# The release's field dictionary (croissant.json's record sets): field, JSON type, meaning; in RECORD_FIELDS order
+FIELD_DICTIONARY = (
+    ("split", "string", "`train`, `valid` or `test`"),
+    ("idx", "integer", "position in the split file, from 0"),
+    ("subject_id", "integer", "MIMIC-CXR-JPG's patient id"),
+    ("study_id", "integer", "MIMIC-CXR-JPG's study id"),
+    ("image_id", "string", "MIMIC-CXR-JPG's `dicom_id` of the image"),
+    ("image_path", "string", "the JPEG's path under MIMIC-CXR-JPG's `files/` folder "
+                             "(`pXX/pSUBJECT/sSTUDY/DICOM_ID.jpg`)"),
+    ("question", "string", "the question asked: `template` filled with the arguments"),
+    ("semantic_type", "string", "`verify`, `choose` or `query`"),
+    ("content_type", "string", "what is asked: e.g. `presence`, `anatomy`, `attribute`, `abnormality`, `plane`, "
+                               "`gender`, `size`"),
+    ("template", "string", "the question template (a paraphrase of it where the release has one) with `${...}` "
+                           "slots"),
+    ("template_program", "string", "the template's program, e.g. `program_1`: the original template"),
+    ("template_arguments", "object", "the slot values: {\"object\", \"attribute\", \"category\", \"viewpos\", "
+                                     "\"gender\"}, each an object from slot number (\"0\", \"1\") to its value (Chest "
+                                     "ImaGenome ids, viewpos AP / PA, gender M / F), `{}` where unused"),
+    ("answer", "array", "the answers (strings), `[]` when none"),
+)
 
 
 def _slot_words(t: VqaTemplate) -> dict[str, pl.Expr]:
