@@ -329,7 +329,8 @@ def format_summary(s: BuildSummary, settings: Settings) -> str:
                      + ", ".join(sorted(p.name for p in settings.release_dir.iterdir() if p.is_dir())) + ")")
         for name, what in (("manifest.json", "SHA-256 of every release file, source and code versions, seed"),
                            ("datasheet.md", "the paper's datasheet answered for this build"),
-                           ("croissant.json", "the release in Croissant 1.1 with RAI fields, checked by mlcroissant")):
+                           ("croissant.json", "the release in Croissant 1.1 with RAI fields, checked by mlcroissant"),
+                           ("CHANGELOG.md", "what changed from each release version built in this home to the next")):
             if (settings.release_dir / name).is_file():
                 lines.append(f"           {settings.release_dir / name}  ({what})")
     lines.append("build " + ("succeeded" if s.success else "FAILED"))

@@ -127,10 +127,12 @@ def test_code_digest_covers_source_files_only(tmp_path):
 def test_build_summary_points_at_manifest_and_datasheet(tmp_path):
     settings = Settings.resolve(str(tmp_path), env={})
     (settings.release_dir / "ehrxqa").mkdir(parents=True)
-    for name in ("manifest.json", "datasheet.md"):
+    for name in ("manifest.json", "datasheet.md", "CHANGELOG.md"):
         (settings.release_dir / name).write_text("x")
     text = format_summary(BuildSummary(success=True, seconds=1.0), settings)
     assert str(settings.release_dir / "manifest.json") in text and str(settings.release_dir / "datasheet.md") in text
+    assert str(settings.release_dir / "CHANGELOG.md") in text
+    assert "croissant.json" not in text  # only the files that are there
     assert hashlib.sha256(b"").hexdigest() == digest.sha256_bytes(b"")
 
 
