@@ -26,7 +26,7 @@ from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.hashing import HashCache
 from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.cxr import downloads
-from ehrxqa_pipeline.release import datasheet, license_note, manifest, plots, readme, tables
+from ehrxqa_pipeline.release import datasheet, hf, license_note, manifest, plots, readme, tables
 from ehrxqa_pipeline.sources.schema import MIMIC_CXR
 from resources import PipelineConfig, Warehouse
 
@@ -35,6 +35,7 @@ PLOTS_KEY = dg.AssetKey([names.RELEASE, "plots"])
 DATASHEET_KEY = dg.AssetKey([names.RELEASE, "datasheet"])
 MANIFEST_KEY = dg.AssetKey([names.RELEASE, "manifest"])
 IMAGES_KEY = dg.AssetKey([names.RELEASE, "images"])
+HF_KEY = dg.AssetKey([names.RELEASE, hf.OUT_DIR])
 DATASHEET_FILE = "datasheet.md"
 COMMON = dict(group_name=names.RELEASE, automation_condition=RELEASE_ON_CHANGE, owners=["team:ehrxqa"])
 
@@ -43,7 +44,7 @@ COMMON = dict(group_name=names.RELEASE, automation_condition=RELEASE_ON_CHANGE, 
 RELEASE_INPUTS: list[dg.AssetKey] = [
     mimic_cxr_vqa.RELEASE_KEY, mimic_cxr_vqa.STATS_KEY, *ehrxqa.RELEASE_KEYS.values(), ehrxqa.STATS_KEY,
     ehrxqa.CATALOG_KEY, DB_KEYS["silver"], DB_KEYS["gold"], PARAPHRASE_STATS_KEY, STATISTICS_KEY, PLOTS_KEY,
-    DATASHEET_KEY, vqa_scoring.SCORES_KEY, DOWNLOADS_KEY, IMAGES_KEY,
+    DATASHEET_KEY, vqa_scoring.SCORES_KEY, DOWNLOADS_KEY, IMAGES_KEY, HF_KEY,
 ]
 
 
@@ -249,6 +250,45 @@ def release_images(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.
     return dg.MaterializeResult(metadata={
         "per_split": dg.MetadataValue.json({s: f.height for s, f in lists.items()}),
         "readme": dg.MetadataValue.md(path.read_text()), "path": dg.MetadataValue.path(str(path))})
+
+
+@dg.asset(key=HF_KEY, code_version="1", deps=[mimic_cxr_vqa.RELEASE_KEY, *ehrxqa.RELEASE_KEYS.values()],
+          kinds={"parquet", "markdown"},
+          check_specs=[dg.AssetCheckSpec("matches_json", asset=HF_KEY, blocking=True,
+                                         description="Every parquet file has the records of its JSON file: the same "
+                                                     "count and, record by record in order, the same content (each "
+                                                     "side written as canonical JSON by DuckDB, the JSON-text "
+                                                     "columns parsed back).")],
+          description="Grain: one parquet file per dataset and split (one row per record of the split's JSON file, "
+                      "in its order) plus a dataset card per dataset, so that Hugging Face "
+                      "`datasets.load_dataset(\"<release>/hf/ehrxqa\")` loads train / valid / test offline; one "
+                      "schema per dataset, template-varying objects and EHRXQA answers as JSON text; deterministic "
+                      "bytes. For local use only: the card states the PhysioNet license and data use agreement, "
+                      "which forbid posting the files to any hub. Source: the release JSON files of "
+                      "release/mimic_cxr_vqa and release/ehrxqa/{silver,gold}, the source releases read, the code "
+                      "version. Files: EHRXQA_HOME/release/hf/{ehrxqa,mimic-cxr-vqa}/{train,valid,test}.parquet "
+                      "and README.md.", **COMMON)
+def release_hf(pipeline_config: PipelineConfig):
+    settings = pipeline_config.settings()
+    written = hf.write_export(settings.release_dir, manifest.source_releases(settings.layout()),
+                              manifest.code_section())
+    rows = {d: {s: w[s]["rows"] for s in hf.SPLITS} for d, w in written.items()}
+    yield dg.MaterializeResult(metadata={
+        "rows_per_split": dg.MetadataValue.json(rows),
+        "dagster/row_count": sum(n for per in rows.values() for n in per.values()),
+        "bytes": sum(w[s]["bytes"] for w in written.values() for s in hf.SPLITS),
+        "files": dg.MetadataValue.md(markdown.table(["file", "rows", "bytes"], [
+            [f"{hf.OUT_DIR}/{d}/{s}.parquet", f"{w[s]['rows']:,}", f"{w[s]['bytes']:,}"]
+            for d, w in written.items() for s in hf.SPLITS])),
+        "path": dg.MetadataValue.path(str(settings.release_dir / hf.OUT_DIR))})
+    compared = {f"{d}/{s}": hf.compare(settings.release_dir, export, s)
+                for d, export in hf.EXPORTS.items() for s in hf.SPLITS}
+    differing = {k: c for k, c in compared.items() if c["differing"]}
+    yield dg.AssetCheckResult(check_name="matches_json", passed=not differing,
+                              description=f"{len(differing)} of {len(compared)} parquet files differ from their JSON "
+                                          "file" if differing else f"{len(compared)} parquet files equal their JSON "
+                                          "files",
+                              metadata={"compared": dg.MetadataValue.json(compared)})
 
 
 def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefinition:

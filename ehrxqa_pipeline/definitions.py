@@ -55,7 +55,8 @@ JOBS = [
                         description="After editing paraphrases/reviewed.csv: review state, pools and the released "
                                     "questions drawn from them."),
     dg.define_asset_job("release", dg.AssetSelection.groups("release"),
-                        description="Statistics, plots, datasheet and manifest of the release folder."),
+                        description="Statistics, plots, datasheet, Hugging Face parquet export and manifest of the "
+                                    "release folder."),
 ]
 
 defs = dg.Definitions(

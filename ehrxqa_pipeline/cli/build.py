@@ -328,8 +328,10 @@ def format_summary(s: BuildSummary, settings: Settings) -> str:
         lines.append(f"release:   {settings.release_dir}  ("
                      + ", ".join(sorted(p.name for p in settings.release_dir.iterdir() if p.is_dir())) + ")")
         for name, what in (("manifest.json", "SHA-256 of every release file, source and code versions, seed"),
-                           ("datasheet.md", "the paper's datasheet answered for this build")):
-            if (settings.release_dir / name).is_file():
+                           ("datasheet.md", "the paper's datasheet answered for this build"),
+                           ("hf", "parquet with dataset cards for Hugging Face datasets, local use only: "
+                                  f"load_dataset(\"{settings.release_dir / 'hf' / 'ehrxqa'}\")")):
+            if (settings.release_dir / name).exists():
                 lines.append(f"           {settings.release_dir / name}  ({what})")
     lines.append("build " + ("succeeded" if s.success else "FAILED"))
     return "\n".join(lines)

@@ -6,6 +6,9 @@
 * ``datasheet.md`` (``datasheet``): the paper's appendix A datasheet answered from the build;
 * ``LICENSE.txt`` (``license_note``): the PhysioNet license and data use agreement the data files inherit;
 * ``README.md`` (``readme``): the folder's guide: files, loading snippets, empty answers, study ids;
+* ``hf/{ehrxqa,mimic-cxr-vqa}/`` (``hf``): the question files as parquet per split with a Hugging Face dataset
+  card, so that ``datasets.load_dataset("<release>/hf/ehrxqa")`` loads them offline (local use only: the data
+  use agreement forbids posting them to any hub); objects whose keys vary by template as JSON text;
 * ``identity``: the published PhysioNet releases the datasets rebuild and this build's release version,
   stated once for the manifest, the datasheet and the README;
 * ``manifest.json`` (``manifest``): every release file with its SHA-256, source versions, code version,

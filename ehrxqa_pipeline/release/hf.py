@@ -19,7 +19,7 @@ turns back into the record's value exactly. A struct instead would give a column
 keys (absent keys become nulls) and a different type per split. The content is the JSON files' (the asset check
 ``matches_json`` compares every record); only its representation differs.
 
-Deterministic bytes: fixed writer options (``PARQUET_OPTIONS``: zstd at a fixed level, fixed row-group size,
+Deterministic bytes: fixed writer options (``PARQUET_OPTIONS``: zstd at a fixed level; ``ROW_GROUP_ROWS``;
 no timestamp is written; ``created_by`` names the pyarrow version), so two builds of the same inputs write
 byte-identical files; the card holds no time and no absolute path. Files are written atomically
 (``ehrxqa_pipeline.atomic``).
@@ -50,9 +50,8 @@ CARD_FILE = "README.md"
 SPLITS = ("train", "valid", "test")
 LICENSE_NAME = "physionet-credentialed-health-data-license-1.5.0"  # the card's license_name (an id: lower-case)
 ROW_GROUP_ROWS = 100_000
-PARQUET_OPTIONS = dict(compression="zstd", compression_level=9, row_group_size=ROW_GROUP_ROWS, use_dictionary=True,
-                       write_statistics=True, version="2.6", data_page_version="1.0", store_schema=True,
-                       write_page_index=False)
+PARQUET_OPTIONS = dict(compression="zstd", compression_level=9, use_dictionary=True, write_statistics=True,
+                       version="2.6", data_page_version="1.0", store_schema=True, write_page_index=False)
 # size_categories of the Hugging Face dataset card, from the records of all splits together
 SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
                    (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B"))
@@ -225,9 +224,13 @@ def read_records(path: Path, export: Export) -> pa.Table:
 
 
 def write_parquet(frame: pa.Table, path: Path) -> Path:
-    """``frame`` written to ``path`` atomically with ``PARQUET_OPTIONS`` (the same rows give the same bytes)."""
+    """``frame`` written to ``path`` atomically with ``PARQUET_OPTIONS`` in row groups of ``ROW_GROUP_ROWS`` (the
+    same rows give the same bytes). An empty split gets no row group at all: ``datasets`` reads a file without
+    one as an empty split, and fails on a row group of 0 rows (its batch size)."""
     with replacing(path) as tmp:
-        pq.write_table(frame, tmp, **PARQUET_OPTIONS)
+        with pq.ParquetWriter(tmp, frame.schema, **PARQUET_OPTIONS) as writer:
+            if frame.num_rows:
+                writer.write_table(frame, row_group_size=ROW_GROUP_ROWS)
     return Path(path)
 
 
@@ -240,7 +243,8 @@ def size_category(n: int) -> str:
 
 def card_metadata(export: Export, counts: Mapping[str, int], sources: Mapping) -> dict:
     """The card's YAML front matter (Hugging Face dataset card fields) for split record ``counts`` and the
-    source releases read (``sources["releases"]``: key -> version)."""
+    source releases read (``sources["releases"]``: key -> version). A split without records is left out of
+    ``configs``: ``datasets`` cannot load an empty split ("corresponds to no data"); its file is still written."""
     return {
         "pretty_name": export.published.title,
         "license": "other",
@@ -255,19 +259,19 @@ def card_metadata(export: Export, counts: Mapping[str, int], sources: Mapping) -
         "source_datasets": [f"{DATASETS[k].title} {v}" for k, v in sources["releases"].items()],
         "size_categories": [size_category(sum(counts.values()))],
         "configs": [{"config_name": "default",
-                     "data_files": [{"split": s, "path": f"{s}.parquet"} for s in SPLITS]}],
+                     "data_files": [{"split": s, "path": f"{s}.parquet"} for s in SPLITS if counts[s]]}],
         "dataset_info": {"config_name": "default",
                          "features": [{"name": n, **k.feature} for n, k in export.fields]},
     }
 
 
-def _decode_snippet(export: Export) -> str:
+def _decode_snippet(export: Export, counts: Mapping[str, int]) -> str:
     return f'''```python
 import json
 from datasets import load_dataset
 
 # from the release folder; offline, nothing is downloaded (set HF_DATASETS_OFFLINE=1 to make sure)
-ds = load_dataset("{OUT_DIR}/{export.folder}")  # DatasetDict: {", ".join(SPLITS)}
+ds = load_dataset("{OUT_DIR}/{export.folder}")  # DatasetDict: {", ".join(s for s in SPLITS if counts[s])}
 
 JSON_COLUMNS = {export.json_columns!r}  # JSON text: json.loads gives the record's value back
 
@@ -304,7 +308,7 @@ def render_card(export: Export, counts: Mapping[str, int], sources: Mapping, cod
             "patient); a folder built from the PhysioNet sources is bound by the terms above.")]
           if sources.get("synthetic") else []),
         "## Loading",
-        _decode_snippet(export),
+        _decode_snippet(export, counts),
         "## Columns",
         f"One schema for the three splits. Stored as JSON text: {', '.join(f'`{c}`' for c in export.json_columns)} "
         f"({'; '.join(dict.fromkeys(k.why for _, k in export.fields if k.as_json))}); `json.loads` gives back the "
@@ -315,7 +319,8 @@ def render_card(export: Export, counts: Mapping[str, int], sources: Mapping, cod
         "The chest X-ray images are not included: `../../images/{split}.csv` lists the MIMIC-CXR-JPG images each "
         f"split uses and `../../images/README.md` says how a credentialed user downloads them. {export.images}.",
         "## Records per split",
-        table(["split", "file", "records"], [[s, f"`{s}.parquet`", f"{counts[s]:,}"] for s in SPLITS]),
+        table(["split", "file", "records"], [[s, f"`{s}.parquet`", f"{counts[s]:,}" + (
+            "" if counts[s] else " (not in `configs`: `datasets` cannot load an empty split)")] for s in SPLITS]),
         "## Source datasets",
         "\n".join(f"- {DATASETS[k].title} {v}" for k, v in sources["releases"].items()),
     ]

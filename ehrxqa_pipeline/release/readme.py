@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ehrxqa_pipeline.markdown import table
+from ehrxqa_pipeline.release import hf
 from ehrxqa_pipeline.release.identity import identity_lines, release_version
 
 README_FILE = "README.md"
@@ -32,6 +33,8 @@ CONTENTS = (
     ("ehrxqa/databases/silver/", "the database train and valid queries run on: `mimic_iv_cxr.db` (SQLite), "
                                  "`mimic_iv_cxr.duckdb`, `tables.json` (Spider format)"),
     ("ehrxqa/databases/gold/", "the same for test queries"),
+    ("hf/{ehrxqa,mimic-cxr-vqa}/", "the same records as parquet, `{train,valid,test}.parquet`, with a dataset card "
+                                   "(`README.md`) for Hugging Face `datasets`, for local use only (below)"),
     ("paraphrases/statistics.{md,json}", "paraphrase pools per dataset and machine rejections per reason"),
     ("statistics/tables.{md,json}", "every table of the build in one place: B4-B6, C9, image-selection funnels, "
                                     "rows set aside per reason, counts per template, answer distributions"),
@@ -56,8 +59,10 @@ df = pd.read_json("ehrxqa/train.json", orient="records", dtype=False)
 import polars as pl
 df = pl.read_json("mimic-cxr-vqa/train.json", infer_schema_length=None)
 
-# Hugging Face datasets (locally only: the license forbids posting these files to the Hub)
+# Hugging Face datasets (locally only: the license forbids posting these files to the Hub): the parquet export
+# with its dataset card (JSON-text columns: hf/<dataset>/README.md shows how to decode them), or the JSON files
 from datasets import load_dataset
+ds = load_dataset("hf/ehrxqa")
 ds = load_dataset("json", data_files={s: f"mimic-cxr-vqa/{s}.json" for s in ("train", "valid", "test")})
 
 # DuckDB (`answer` is a JSON[] list)
@@ -65,6 +70,15 @@ import duckdb
 duckdb.sql("SELECT split, count(*) AS items, count(*) FILTER (WHERE len(answer) = 0) AS empty "
            "FROM read_json(['ehrxqa/train.json', 'ehrxqa/valid.json', 'ehrxqa/test.json']) GROUP BY split")
 ```'''
+
+HF_NOTE = (
+    f"`{hf.OUT_DIR}/<dataset>/` holds the same records as parquet, one file per split in the JSON file's order, with "
+    "one schema for the three splits, in which objects whose keys vary by template and EHRXQA's `answer` (strings "
+    "and numbers mixed) are JSON text (" + "; ".join(
+        f"`{folder}`: " + ", ".join(f"`{c}`" for c in e.json_columns) for folder, e in hf.EXPORTS.items())
+    + "), which `json.loads` turns back into the record's value. That is a representation, not a difference of "
+    "content: the build checks every record against the JSON file (`release/hf`, check `matches_json`). Never "
+    "push the folder to the Hugging Face Hub or any other hub.")
 
 IDS = (
     "MIMIC-CXR-VQA records carry MIMIC-CXR-JPG's own `subject_id`, `study_id` and `image_id` (its `dicom_id`), "
@@ -107,6 +121,7 @@ def render_readme(tables: Mapping, code: Mapping) -> str:
         "## Loading the question files",
         "Each `{train,valid,test}.json` is one JSON list of records (paths relative to this folder):",
         LOADING,
+        HF_NOTE,
         "EHRXQA queries run on the split's SQLite database (train / valid: `ehrxqa/databases/silver/`, test: "
         "`ehrxqa/databases/gold/`) after replacing `current_time` by `'2105-12-31 23:59:00'`; queries with "
         "`func_vqa` need a VQA module (the pipeline's `NeuralSqlExecutor`).",
