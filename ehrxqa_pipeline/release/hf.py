@@ -225,8 +225,8 @@ def read_records(path: Path, export: Export) -> pa.Table:
 
 def write_parquet(frame: pa.Table, path: Path) -> Path:
     """``frame`` written to ``path`` atomically with ``PARQUET_OPTIONS`` in row groups of ``ROW_GROUP_ROWS`` (the
-    same rows give the same bytes). An empty split gets no row group at all: ``datasets`` reads a file without
-    one as an empty split, and fails on a row group of 0 rows (its batch size)."""
+    same rows give the same bytes). An empty split gets no row group at all: a row group of 0 rows trips readers
+    that size their batches by the first row group (``datasets``: "BatchSize must be greater than 0")."""
     with replacing(path) as tmp:
         with pq.ParquetWriter(tmp, frame.schema, **PARQUET_OPTIONS) as writer:
             if frame.num_rows:
