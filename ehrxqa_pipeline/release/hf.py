@@ -352,7 +352,8 @@ def compare(release_dir: Path, export: Export, split: str) -> dict:
     ``read_records``: the JSON file's records as read, the parquet rows rebuilt as objects (JSON-text columns
     parsed back), compared position by position in Arrow."""
     release_dir = Path(release_dir)
-    source, parquet = release_dir / export.folder / f"{split}.json", release_dir / OUT_DIR / export.folder / f"{split}.parquet"
+    source = release_dir / export.folder / f"{split}.json"
+    parquet = release_dir / OUT_DIR / export.folder / f"{split}.parquet"
     rebuilt = ", ".join(f"'{n}', " + (f'json("{n}")' if k.as_json else f'"{n}"') for n, k in export.fields)
     con = duckdb.connect()
     try:
