@@ -27,7 +27,8 @@ from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.hashing import HashCache
 from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.cxr import downloads
-from ehrxqa_pipeline.release import changelog, croissant, datasheet, license_note, manifest, plots, readme, tables
+from ehrxqa_pipeline.release import (changelog, croissant, datasheet, hf, license_note, manifest, plots, readme,
+                                     tables)
 from ehrxqa_pipeline.sources.schema import MIMIC_CXR
 from resources import PipelineConfig, Warehouse
 
@@ -37,6 +38,7 @@ DATASHEET_KEY = dg.AssetKey([names.RELEASE, "datasheet"])
 MANIFEST_KEY = dg.AssetKey([names.RELEASE, "manifest"])
 IMAGES_KEY = dg.AssetKey([names.RELEASE, "images"])
 CROISSANT_KEY = dg.AssetKey([names.RELEASE, "croissant"])
+HF_KEY = dg.AssetKey([names.RELEASE, hf.OUT_DIR])
 DATASHEET_FILE = "datasheet.md"
 COMMON = dict(group_name=names.RELEASE, automation_condition=RELEASE_ON_CHANGE, owners=["team:ehrxqa"])
 
@@ -45,7 +47,7 @@ COMMON = dict(group_name=names.RELEASE, automation_condition=RELEASE_ON_CHANGE, 
 RELEASE_INPUTS: list[dg.AssetKey] = [
     mimic_cxr_vqa.RELEASE_KEY, mimic_cxr_vqa.STATS_KEY, *ehrxqa.RELEASE_KEYS.values(), ehrxqa.STATS_KEY,
     ehrxqa.CATALOG_KEY, DB_KEYS["silver"], DB_KEYS["gold"], PARAPHRASE_STATS_KEY, STATISTICS_KEY, PLOTS_KEY,
-    DATASHEET_KEY, vqa_scoring.SCORES_KEY, DOWNLOADS_KEY, IMAGES_KEY, CROISSANT_KEY,
+    DATASHEET_KEY, vqa_scoring.SCORES_KEY, DOWNLOADS_KEY, IMAGES_KEY, HF_KEY, CROISSANT_KEY,
 ]
 
 
@@ -232,23 +234,25 @@ def release_datasheet(context: dg.AssetExecutionContext, pipeline_config: Pipeli
                                           "readme": dg.MetadataValue.path(str(guide))})
 
 
-@dg.asset(key=CROISSANT_KEY, code_version="1", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
-          deps=[mimic_cxr_vqa.RELEASE_KEY, *ehrxqa.RELEASE_KEYS.values(), ehrxqa.CATALOG_KEY, DB_KEYS["silver"],
-                DB_KEYS["gold"], STATISTICS_KEY, DATASHEET_KEY, *ehrxqa.QUESTION_KEYS.values(),
+@dg.asset(key=CROISSANT_KEY, code_version="2", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+          deps=[mimic_cxr_vqa.RELEASE_KEY, *ehrxqa.RELEASE_KEYS.values(), HF_KEY, ehrxqa.CATALOG_KEY,
+                DB_KEYS["silver"], DB_KEYS["gold"], STATISTICS_KEY, DATASHEET_KEY, *ehrxqa.QUESTION_KEYS.values(),
                 PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY, PARAPHRASE_REVIEW_KEY],
           check_specs=[dg.AssetCheckSpec("valid", asset=CROISSANT_KEY, blocking=True,
                                          description="mlcroissant (offline) validates croissant.json with no error, "
                                                      "every FileObject's sha256 equals its file's, and mlcroissant's "
-                                                     "reader reads the answer vocabulary from the local file; "
+                                                     "reader reads the answer vocabulary and both datasets' test "
+                                                     "records (as the JSON files hold them) from the local files; "
                                                      "warnings are listed in the metadata.")],
           description="Grain: one Croissant 1.1 JSON-LD document describing the release: a FileObject (relative "
-                      "contentUrl, size, SHA-256) per split file of both datasets, the EHRXQA template catalog and "
-                      "SQLite databases, the answer vocabulary and the license (DuckDB databases and the "
-                      "datasheet only named: their bytes differ per build or with the source's form); a cr:Split "
-                      "record set and one record set per dataset and split with a typed field per record key; the "
+                      "contentUrl, size, SHA-256) per split file of both datasets and its parquet copy (release/hf), "
+                      "the EHRXQA template catalog and SQLite databases, the answer vocabulary and the license "
+                      "(DuckDB databases and the datasheet only named: their bytes differ per build or with the "
+                      "source's form); a cr:Split record set and one record set per dataset and split with a typed "
+                      "field per record key, read from the parquet copy's columns; the "
                       "Croissant RAI fields from the datasheet's answers, the license and the uses it forbids. No "
                       "time, no absolute path, keys sorted: the same inputs give the same bytes. Source: the "
-                      "release files, release/statistics, the datasheet's facts (sources, code, seed, "
+                      "release files, release/hf, release/statistics, the datasheet's facts (sources, code, seed, "
                       "configuration). Files: EHRXQA_HOME/release/croissant.json.", **COMMON)
 def release_croissant(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
     settings = pipeline_config.settings()
@@ -288,6 +292,45 @@ def release_images(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.
     return dg.MaterializeResult(metadata={
         "per_split": dg.MetadataValue.json({s: f.height for s, f in lists.items()}),
         "readme": dg.MetadataValue.md(path.read_text()), "path": dg.MetadataValue.path(str(path))})
+
+
+@dg.asset(key=HF_KEY, code_version="1", deps=[mimic_cxr_vqa.RELEASE_KEY, *ehrxqa.RELEASE_KEYS.values()],
+          kinds={"parquet", "markdown"},
+          check_specs=[dg.AssetCheckSpec("matches_json", asset=HF_KEY, blocking=True,
+                                         description="Every parquet file has the records of its JSON file: the same "
+                                                     "count and, record by record in order, the same content (each "
+                                                     "side written as canonical JSON by DuckDB, the JSON-text "
+                                                     "columns parsed back).")],
+          description="Grain: one parquet file per dataset and split (one row per record of the split's JSON file, "
+                      "in its order) plus a dataset card per dataset, so that Hugging Face "
+                      "`datasets.load_dataset(\"<release>/hf/ehrxqa\")` loads train / valid / test offline; one "
+                      "schema per dataset, template-varying objects and EHRXQA answers as JSON text; deterministic "
+                      "bytes. For local use only: the card states the PhysioNet license and data use agreement, "
+                      "which forbid posting the files to any hub. Source: the release JSON files of "
+                      "release/mimic_cxr_vqa and release/ehrxqa/{silver,gold}, the source releases read, the code "
+                      "version. Files: EHRXQA_HOME/release/hf/{ehrxqa,mimic-cxr-vqa}/{train,valid,test}.parquet "
+                      "and README.md.", **COMMON)
+def release_hf(pipeline_config: PipelineConfig):
+    settings = pipeline_config.settings()
+    written = hf.write_export(settings.release_dir, manifest.source_releases(settings.layout()),
+                              manifest.code_section())
+    rows = {d: {s: w[s]["rows"] for s in hf.SPLITS} for d, w in written.items()}
+    yield dg.MaterializeResult(metadata={
+        "rows_per_split": dg.MetadataValue.json(rows),
+        "dagster/row_count": sum(n for per in rows.values() for n in per.values()),
+        "bytes": sum(w[s]["bytes"] for w in written.values() for s in hf.SPLITS),
+        "files": dg.MetadataValue.md(markdown.table(["file", "rows", "bytes"], [
+            [f"{hf.OUT_DIR}/{d}/{s}.parquet", f"{w[s]['rows']:,}", f"{w[s]['bytes']:,}"]
+            for d, w in written.items() for s in hf.SPLITS])),
+        "path": dg.MetadataValue.path(str(settings.release_dir / hf.OUT_DIR))})
+    compared = {f"{d}/{s}": hf.compare(settings.release_dir, export, s)
+                for d, export in hf.EXPORTS.items() for s in hf.SPLITS}
+    differing = {k: c for k, c in compared.items() if c["differing"]}
+    yield dg.AssetCheckResult(check_name="matches_json", passed=not differing,
+                              description=f"{len(differing)} of {len(compared)} parquet files differ from their JSON "
+                                          "file" if differing else f"{len(compared)} parquet files equal their JSON "
+                                          "files",
+                              metadata={"compared": dg.MetadataValue.json(compared)})
 
 
 def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefinition:

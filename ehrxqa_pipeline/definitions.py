@@ -55,8 +55,8 @@ JOBS = [
                         description="After editing paraphrases/reviewed.csv: review state, pools and the released "
                                     "questions drawn from them."),
     dg.define_asset_job("release", dg.AssetSelection.groups("release"),
-                        description="Statistics, plots, datasheet, Croissant description and manifest of the release "
-                                    "folder."),
+                        description="Statistics, plots, datasheet, Hugging Face parquet export, Croissant "
+                                    "description, manifest and changelog of the release folder."),
 ]
 
 defs = dg.Definitions(

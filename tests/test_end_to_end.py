@@ -145,6 +145,25 @@ def test_release_manifest_lists_every_file_with_its_hash(built):
     assert "CHANGELOG.md" not in {f["path"] for f in kept["files"]}
 
 
+def test_hf_export_loads_with_datasets_and_has_the_json_files_records(built, tmp_path, monkeypatch):
+    """release/hf of the build: its check passed, and each dataset loads with Hugging Face datasets (offline) with
+    the JSON files' record counts; the manifest lists its files."""
+    from ehrxqa_pipeline.release import hf
+    from tests.release.helpers import offline_datasets
+
+    settings, instance, _, summary = built
+    assert ("release/hf", "matches_json", True) in {c[:3] for c in summary.checks}
+    datasets = offline_datasets(tmp_path, monkeypatch)
+    listed = {f["path"] for f in json.loads((settings.release_dir / "manifest.json").read_text())["files"]}
+    for folder in hf.EXPORTS:
+        counts = {s: len(json.loads((settings.release_dir / folder / f"{s}.json").read_text())) for s in hf.SPLITS}
+        ds = datasets.load_dataset(str(settings.release_dir / hf.OUT_DIR / folder))
+        assert {s: ds[s].num_rows for s in ds} == {s: n for s, n in counts.items() if n}  # an empty split: no config
+        assert ds["train"].num_rows and ds["test"].num_rows
+        assert _metadata(instance, "release", "hf")["rows_per_split"].value[folder] == counts
+        assert {f"hf/{folder}/{s}.parquet" for s in hf.SPLITS} | {f"hf/{folder}/README.md"} <= listed
+
+
 def test_release_readme_and_identity_describe_this_build(built, capsys):
     """release/README.md counts the empty answers of this build's files; the manifest names what it reproduces;
     `ehrxqa changelog` of the release against itself reports no change."""

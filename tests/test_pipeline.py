@@ -195,8 +195,7 @@ GOLD_MAY = {"ehrxqa/gold", "mimic_cxr_vqa/statistics", "ehrxqa/statistics", "vqa
             "release/ehrxqa/gold"}
 # (the release files that are not one side's)
 RELEASE = {"release/mimic_cxr_vqa", "release/statistics", "release/plots", "release/datasheet", "release/croissant",
-           "release/manifest",
-           "release/images"}
+           "release/manifest", "release/images", "release/hf"}
 # ... and what never does, though downstream of the gold file: the image selection, the silver side, training
 NEVER_ON_GOLD = {"cxr_cohort/image_rules", "cxr_cohort/image_integrity", "cxr_cohort/image_downloads",
                  "cxr_cohort/silver", "cxr_cohort/gold", "splits/silver", "mimic_cxr_vqa/silver", "ehr_db/silver",

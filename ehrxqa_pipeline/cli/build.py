@@ -330,8 +330,10 @@ def format_summary(s: BuildSummary, settings: Settings) -> str:
         for name, what in (("manifest.json", "SHA-256 of every release file, source and code versions, seed"),
                            ("datasheet.md", "the paper's datasheet answered for this build"),
                            ("croissant.json", "the release in Croissant 1.1 with RAI fields, checked by mlcroissant"),
-                           ("CHANGELOG.md", "what changed from each release version built in this home to the next")):
-            if (settings.release_dir / name).is_file():
+                           ("CHANGELOG.md", "what changed from each release version built in this home to the next"),
+                           ("hf", "parquet with dataset cards for Hugging Face datasets, local use only: "
+                                  f"load_dataset(\"{settings.release_dir / 'hf' / 'ehrxqa'}\")")):
+            if (settings.release_dir / name).exists():
                 lines.append(f"           {settings.release_dir / name}  ({what})")
     lines.append("build " + ("succeeded" if s.success else "FAILED"))
     return "\n".join(lines)

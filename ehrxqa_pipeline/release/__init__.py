@@ -6,6 +6,9 @@
 * ``datasheet.md`` (``datasheet``): the paper's appendix A datasheet answered from the build;
 * ``LICENSE.txt`` (``license_note``): the PhysioNet license and data use agreement the data files inherit;
 * ``README.md`` (``readme``): the folder's guide: files, loading snippets, empty answers, study ids;
+* ``hf/{ehrxqa,mimic-cxr-vqa}/`` (``hf``): the question files as parquet per split with a Hugging Face dataset
+  card, so that ``datasets.load_dataset("<release>/hf/ehrxqa")`` loads them offline (local use only: the data
+  use agreement forbids posting them to any hub); objects whose keys vary by template as JSON text;
 * ``croissant.json`` (``croissant``): the folder in Croissant 1.1 (JSON-LD): every data file with its SHA-256,
   typed record sets per dataset and split, the splits and the RAI fields from the datasheet; validated offline by
   mlcroissant in the blocking check ``release/croissant:valid``;

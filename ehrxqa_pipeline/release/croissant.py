@@ -8,30 +8,31 @@ say what datasheet.md says, from the same constants and functions), the license 
 published releases (``identity``) and the code section of the manifest (``manifest.code_section``: the release
 version). No time and no absolute path; keys sorted, so the same inputs give the same bytes.
 
-* ``distribution``: one ``cr:FileObject`` per file of ``DISTRIBUTION`` (the six split files, the EHRXQA
-  template catalog and SQLite databases, the MIMIC-CXR-VQA answer vocabulary and the license), each with
-  ``contentUrl`` relative to the release folder, its size and ``sha256``. The DuckDB databases are not listed:
-  their bytes differ from build to build (the manifest lists them by content digest), so a SHA-256 of them would
-  make two builds' croissant.json differ; the description names them. Nor is datasheet.md: it states the source
-  digest, which names how the source was read (a ZIP or its files), and croissant.json does not depend on that
-  (its RAI fields hold the datasheet's answers).
+* ``distribution``: one ``cr:FileObject`` per file of ``DISTRIBUTION`` (the six split files and their parquet
+  copies under hf/, the EHRXQA template catalog and SQLite databases, the MIMIC-CXR-VQA answer vocabulary and
+  the license), each with ``contentUrl`` relative to the release folder, its size and ``sha256``. The DuckDB
+  databases are not listed: their bytes differ from build to build (the manifest lists them by content digest),
+  so a SHA-256 of them would make two builds' croissant.json differ; the description names them. Nor is
+  datasheet.md: it states the source digest, which names how the source was read (a ZIP or its files), and
+  croissant.json does not depend on that (its RAI fields hold the datasheet's answers).
 * ``recordSet``: ``splits`` (``dataType: cr:Split``: train, valid, test as ``cr:TrainingSplit`` ...), then one
-  record set per dataset and split (``ehrxqa_train`` ...: a field per record key, read with
-  ``extract.jsonPath``; the ``split`` field references ``splits/name``), and the answer vocabulary. One record
-  set per split file, not one per dataset over a FileSet, because only a FileObject carries a SHA-256.
-  JSON objects whose keys vary by template (EHRXQA ``value``, ``o_tag``, ``v_tag``, ``resolved_value``,
-  MIMIC-CXR-VQA ``template_arguments``) have no Croissant type: they are ``sc:Text`` fields whose description
-  says so (mlcroissant 1.1.1 cannot cast an object to text, so its record reader stops at them; the answer
-  vocabulary, all text, it reads).
+  record set per dataset and split (``ehrxqa_train`` ...: a field per record key, read from the columns of the
+  split's parquet copy, ``hf/<dataset>/<split>.parquet``, whose asset checks that it holds the JSON file's
+  records; the ``split`` field references ``splits/name``), and the answer vocabulary. One record set per split
+  file, not one per dataset over a FileSet, because only a FileObject carries a SHA-256. The records are read
+  from parquet rather than from the JSON files because Croissant has no type for a JSON object whose keys vary
+  by template (EHRXQA ``value``, ``o_tag``, ``v_tag``, ``resolved_value``, MIMIC-CXR-VQA
+  ``template_arguments``) and mlcroissant 1.1.1's reader cannot cast one to text: in parquet they are JSON
+  text (``hf``), typed sc:Text and described as such, so every record set reads with mlcroissant.
 * RAI (``rai:``, Croissant RAI 1.0 vocabulary as mlcroissant 1.1.1 reads it): collection, preprocessing,
   annotation (machine-generated answers; paraphrases machine-validated with a review file), limitations,
   biases, use cases with the uses the license forbids, personal and sensitive information, social impact,
   maintenance.
 
 ``validate(release_dir)`` checks the written file offline: mlcroissant's static validation (errors and
-warnings), every FileObject's SHA-256 against the file beside it, and a read of the answer vocabulary by
-mlcroissant's own reader (relative ``contentUrl``\\ s resolve against the folder of croissant.json, so nothing
-is downloaded).
+warnings), every FileObject's SHA-256 against the file beside it, and a read of the answer vocabulary and of
+both datasets' test records by mlcroissant's own reader (relative ``contentUrl``\\ s resolve against the folder
+of croissant.json, so nothing is downloaded).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from pathlib import Path
 from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.questions.ehrxqa.records import FIELD_DICTIONARY as EHRXQA_FIELDS
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import FIELD_DICTIONARY as VQA_FIELDS
-from ehrxqa_pipeline.release import datasheet
+from ehrxqa_pipeline.release import datasheet, hf
 from ehrxqa_pipeline.release.digest import sha256_file
 from ehrxqa_pipeline.release.identity import PUBLISHED, release_version
 from ehrxqa_pipeline.release.license_note import DUA, LICENSE, LICENSE_FILE, LICENSE_URL, TERMS
@@ -78,8 +79,19 @@ JSON = "application/json"
 # (path relative to release/, encodingFormat, description): the files croissant.json lists with their SHA-256.
 DATASETS = {"ehrxqa": ("ehrxqa", "EHRXQA", EHRXQA_FIELDS, "id"),
             "mimic-cxr-vqa": ("mimic_cxr_vqa", "MIMIC-CXR-VQA", VQA_FIELDS, "idx")}
+PARQUET = "application/x-parquet"
+
+
+def parquet_file(folder: str, split: str) -> str:
+    """The parquet file of ``folder/split.json`` (``hf``), which the dataset record sets read."""
+    return f"{hf.OUT_DIR}/{folder}/{split}.parquet"
+
+
 DISTRIBUTION = (
     *((f"{folder}/{split}.json", JSON, f"{title} {split} split: a JSON list of records in the published format")
+      for folder, (_, title, _, _) in DATASETS.items() for split in SPLITS),
+    *((parquet_file(folder, split), PARQUET, f"{title} {split} split: the records of {folder}/{split}.json as "
+       "parquet (the Hugging Face export; objects whose keys vary by template, and EHRXQA answers, as JSON text)")
       for folder, (_, title, _, _) in DATASETS.items() for split in SPLITS),
     ("ehrxqa/template_catalog.json", JSON, "the EHRXQA question templates, by template index"),
     *((f"ehrxqa/databases/{db}/{name}", fmt, f"EHRXQA {db} database ({'train / valid' if db == 'silver' else 'test'} "
@@ -90,12 +102,11 @@ DISTRIBUTION = (
     ("mimic-cxr-vqa/answer_vocabulary.json", JSON, "every answer a MIMIC-CXR-VQA question can have (a JSON list)"),
     (LICENSE_FILE, "text/plain", f"the {LICENSE} and {DUA} these files inherit"),
 )
-DATA_TYPES = {"string": "sc:Text", "integer": "sc:Integer", "boolean": "sc:Boolean", "object": "sc:Text"}
+# The Croissant dataType of each way hf stores a field (JSON text: sc:Text, the field's description says so)
+DATA_TYPES = {k.name: t for k, t in ((hf.STRING, "sc:Text"), (hf.INTEGER, "sc:Integer"), (hf.BOOLEAN, "sc:Boolean"),
+                                    (hf.STRINGS, "sc:Text"), (hf.OBJECT_JSON, "sc:Text"), (hf.ARRAY_JSON, "sc:Text"))}
 NULLABLE = {"query": "`null` for the opt-in unanswerable questions"}
-OBJECT_NOTE = ("A JSON object whose keys vary by template: Croissant has no type for it, so it is typed sc:Text; "
-               "parse it as JSON (mlcroissant 1.1.1's record reader cannot read it).")
-ANSWER_NOTE = {"ehrxqa": "Entries are JSON numbers or strings (typed sc:Text here).",
-               "mimic-cxr-vqa": "Entries are strings."}
+JSON_TEXT_NOTE = ("In the JSON file {what}; here JSON text ({why}): json.loads gives the record's value back.")
 CITATION = ("@inproceedings{bae2023ehrxqa, title={EHRXQA: A Multi-Modal Question Answering Dataset for Electronic "
             "Health Records with Chest X-ray Images}, author={Bae, Seongsu and Kyung, Daeun and Ryu, Jaehee and Cho, "
             "Eunbyeol and Lee, Gyubok and Kweon, Sunjun and Oh, Jungwoo and Ji, Lei and Chang, Eric I-Chao and Kim, "
@@ -119,19 +130,18 @@ def file_object(release_dir: Path, rel: str, encoding: str, description: str) ->
             "sha256": sha256_file(path)}
 
 
-def _field(record_set: str, file: str, name: str, json_type: str, meaning: str, note: str = "") -> dict:
-    data_type = DATA_TYPES.get(json_type, "sc:Text")
+def _field(record_set: str, file: str, name: str, kind: hf.Kind, meaning: str) -> dict:
+    """The field ``name`` of a dataset record set: read from the column of the parquet file ``file``, typed by
+    how ``hf`` stores it (a list of strings: ``isArray``; JSON text: sc:Text, described as such)."""
     description = meaning.rstrip(".") + "."
-    if json_type == "object":
-        description += " " + OBJECT_NOTE
+    if kind.as_json:
+        what = "an object whose keys vary by template" if kind is hf.OBJECT_JSON else "a list of numbers or strings"
+        description += " " + JSON_TEXT_NOTE.format(what=what, why=kind.why)
     if name in NULLABLE:
         description += f" Text, or {NULLABLE[name]}."
-    if note:
-        description += " " + note
     out = {"@type": "cr:Field", "@id": f"{record_set}/{name}", "name": name, "description": description,
-           "dataType": data_type,
-           "source": {"fileObject": {"@id": file_id(file)}, "extract": {"jsonPath": f"$[*].{name}"}}}
-    if json_type.startswith("array"):
+           "dataType": DATA_TYPES[kind.name], "source": {"fileObject": {"@id": file_id(file)}, "extract": {"column": name}}}
+    if kind is hf.STRINGS:
         out["isArray"] = True
     if name == "split":
         out["references"] = {"field": {"@id": f"{SPLITS_ID}/name"}}
@@ -151,13 +161,15 @@ def splits_record_set() -> dict:
 
 
 def dataset_record_set(folder: str, split: str) -> dict:
-    """The records of ``folder/split.json``: one field per record key (the release's field dictionary)."""
+    """The records of ``folder/split.json``, read from its parquet copy (``hf``, the same records: its asset's
+    blocking check compares them): one field per record key, described by the release's field dictionary."""
     prefix, title, fields, key = DATASETS[folder]
-    rs, file = f"{prefix}_{split}", f"{folder}/{split}.json"
+    meanings = {name: meaning for name, _, meaning in fields}
+    rs, file = f"{prefix}_{split}", parquet_file(folder, split)
     return {"@type": "cr:RecordSet", "@id": rs, "name": rs, "key": {"@id": f"{rs}/{key}"},
-            "description": f"{title}, {split} split: the records of {file}, one per question.",
-            "field": [_field(rs, file, name, json_type, meaning, ANSWER_NOTE[folder] if name == "answer" else "")
-                      for name, json_type, meaning in fields]}
+            "description": f"{title}, {split} split: the records of {folder}/{split}.json (read from {file}), one "
+                           "per question.",
+            "field": [_field(rs, file, name, kind, meanings[name]) for name, kind in hf.EXPORTS[folder].fields]}
 
 
 def vocabulary_record_set() -> dict:
@@ -297,14 +309,30 @@ def check_files(release_dir: Path, doc: Mapping) -> list[str]:
     return problems
 
 
+READ_SPLIT = "test"  # the record sets the check reads through mlcroissant (all of them: minutes at full scale)
+
+
 def _check_reader(dataset, release_dir: Path) -> list[str]:
-    """mlcroissant reads the answer vocabulary from the local file (and checks its SHA-256 as it does)."""
+    """mlcroissant's own reader, on the local files: the answer vocabulary, and each dataset's test records,
+    which must be the JSON file's (count and keys in order; ``hf``'s check compares every value)."""
     rel = "mimic-cxr-vqa/answer_vocabulary.json"
     try:
         got = [r[f"{VOCABULARY_ID}/answer"] for r in dataset.records(VOCABULARY_ID)]
     except Exception as e:  # noqa: BLE001 - the reader's own error is the message
         return [f"error: mlcroissant could not read {VOCABULARY_ID} from {rel}: {e!r}"]
     want = json.loads((Path(release_dir) / rel).read_text())
+    problems = []
     if [g.decode() if isinstance(g, bytes) else g for g in got] != want:
-        return [f"error: mlcroissant read {len(got)} records of {VOCABULARY_ID}, {rel} holds {len(want)}"]
-    return []
+        problems.append(f"error: mlcroissant read {len(got)} records of {VOCABULARY_ID}, {rel} holds {len(want)}")
+    for folder, (prefix, _, _, key) in DATASETS.items():
+        rs, file = f"{prefix}_{READ_SPLIT}", f"{folder}/{READ_SPLIT}.json"
+        want = [r[key] for r in json.loads((Path(release_dir) / file).read_text())]
+        try:
+            got = [r[f"{rs}/{key}"] for r in dataset.records(rs)] if want else []
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"error: mlcroissant could not read {rs} from {parquet_file(folder, READ_SPLIT)}: {e!r}")
+            continue
+        if got != want:
+            problems.append(f"error: mlcroissant read {len(got)} records of {rs}, {file} holds {len(want)} (or in "
+                            "another order): rematerialize release/hf, then release/croissant")
+    return problems

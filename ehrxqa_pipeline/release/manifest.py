@@ -93,21 +93,26 @@ def source_digests(source_dir: Path | SourceLayout, cache: HashCache | None = No
     return out
 
 
-def source_section(source_dir: Path | SourceLayout, digests: Mapping[str, dict]) -> dict:
-    """Releases of the three PhysioNet sources (those read, and the paper's), whether the source is the
-    synthetic generator (its seed and scale, from the generator's manifest at the root), each source asset's
-    data version and one digest over all of them. JPEG images are not part of it (the sources group observes
-    the tables only)."""
+def source_releases(source_dir: Path | SourceLayout) -> dict:
+    """What ``source_section`` says of the source without hashing it: the releases of the three PhysioNet
+    sources (those read, and the paper's) and whether the source is the synthetic generator (its seed and scale,
+    from the generator's manifest at the root). The Hugging Face dataset cards (``hf``) state these alone."""
     layout = as_layout(source_dir)
     demo = layout.root / DEMO_MANIFEST
     synthetic = None
     if demo.is_file():
         m = json.loads(demo.read_text())
         synthetic = {k: m[k] for k in SYNTHETIC_FIELDS if k in m}
-    versions = {name: digests[name]["data_version"] for name in sorted(digests)}
     return {"releases": {k: layout.version(k) for k in DATASETS},
             "paper_releases": {k: d.paper for k, d in DATASETS.items()},
-            "synthetic": synthetic is not None, "generator": synthetic,
+            "synthetic": synthetic is not None, "generator": synthetic}
+
+
+def source_section(source_dir: Path | SourceLayout, digests: Mapping[str, dict]) -> dict:
+    """``source_releases``, each source asset's data version and one digest over all of them. JPEG images are
+    not part of it (the sources group observes the tables only)."""
+    versions = {name: digests[name]["data_version"] for name in sorted(digests)}
+    return {**source_releases(source_dir),
             "data_versions": {name: dict(digests[name]) for name in sorted(digests)},
             "digest": combine(*(f"{k}={v}" for k, v in versions.items()))}
 

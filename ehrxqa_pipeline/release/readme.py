@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ehrxqa_pipeline.markdown import table
+from ehrxqa_pipeline.release import hf
 from ehrxqa_pipeline.release.identity import identity_lines, release_version
 
 README_FILE = "README.md"
@@ -32,6 +33,8 @@ CONTENTS = (
     ("ehrxqa/databases/silver/", "the database train and valid queries run on: `mimic_iv_cxr.db` (SQLite), "
                                  "`mimic_iv_cxr.duckdb`, `tables.json` (Spider format)"),
     ("ehrxqa/databases/gold/", "the same for test queries"),
+    ("hf/{ehrxqa,mimic-cxr-vqa}/", "the same records as parquet, `{train,valid,test}.parquet`, with a dataset card "
+                                   "(`README.md`) for Hugging Face `datasets`, for local use only (below)"),
     ("paraphrases/statistics.{md,json}", "paraphrase pools per dataset and machine rejections per reason"),
     ("statistics/tables.{md,json}", "every table of the build in one place: B4-B6, C9, image-selection funnels, "
                                     "rows set aside per reason, counts per template, answer distributions"),
@@ -41,7 +44,8 @@ CONTENTS = (
     ("scores.{json,md}, predictions/", "VQA modules' scores and their per-item test answers"),
     ("datasheet.md", "the paper's datasheet (appendix A) answered for this build, with the deviations"),
     ("croissant.json", "the folder described in Croissant 1.1 (JSON-LD, with the RAI fields): each file's SHA-256, "
-                       "typed record sets per dataset and split; load it offline with `mlcroissant` (below)"),
+                       "typed record sets per dataset and split (read from `hf/`); load it offline with "
+                       "`mlcroissant` (below)"),
     ("LICENSE.txt", "the PhysioNet license and data use agreement these files inherit"),
     ("manifest.json", "every file's SHA-256, the source versions, code version, seed, configuration, "
                       "`release_version` and `identity`"),
@@ -59,21 +63,32 @@ df = pd.read_json("ehrxqa/train.json", orient="records", dtype=False)
 import polars as pl
 df = pl.read_json("mimic-cxr-vqa/train.json", infer_schema_length=None)
 
-# Hugging Face datasets (locally only: the license forbids posting these files to the Hub)
+# Hugging Face datasets (locally only: the license forbids posting these files to the Hub): the parquet export
+# with its dataset card (JSON-text columns: hf/<dataset>/README.md shows how to decode them), or the JSON files
 from datasets import load_dataset
+ds = load_dataset("hf/ehrxqa")
 ds = load_dataset("json", data_files={s: f"mimic-cxr-vqa/{s}.json" for s in ("train", "valid", "test")})
 
-# Croissant (mlcroissant: file paths resolve against this folder, nothing is downloaded; the answer vocabulary
-# reads as records, while the question files' JSON-object fields, typed sc:Text, stop mlcroissant 1.1.1's reader)
+# Croissant (mlcroissant: file paths resolve against this folder, nothing is downloaded; the record sets read
+# hf/'s parquet, where the template-varying objects and EHRXQA answers are JSON text: json.loads them)
 import mlcroissant as mlc
 ds = mlc.Dataset(jsonld="croissant.json")
-answers = [r["mimic_cxr_vqa_answer_vocabulary/answer"].decode() for r in ds.records("mimic_cxr_vqa_answer_vocabulary")]
+test = list(ds.records("ehrxqa_test"))  # {"ehrxqa_test/question": b"...", ...}: text comes as bytes
 
 # DuckDB (`answer` is a JSON[] list)
 import duckdb
 duckdb.sql("SELECT split, count(*) AS items, count(*) FILTER (WHERE len(answer) = 0) AS empty "
            "FROM read_json(['ehrxqa/train.json', 'ehrxqa/valid.json', 'ehrxqa/test.json']) GROUP BY split")
 ```'''
+
+HF_NOTE = (
+    f"`{hf.OUT_DIR}/<dataset>/` holds the same records as parquet, one file per split in the JSON file's order, with "
+    "one schema for the three splits, in which objects whose keys vary by template and EHRXQA's `answer` (strings "
+    "and numbers mixed) are JSON text (" + "; ".join(
+        f"`{folder}`: " + ", ".join(f"`{c}`" for c in e.json_columns) for folder, e in hf.EXPORTS.items())
+    + "), which `json.loads` turns back into the record's value. That is a representation, not a difference of "
+    "content: the build checks every record against the JSON file (`release/hf`, check `matches_json`). Never "
+    "push the folder to the Hugging Face Hub or any other hub.")
 
 IDS = (
     "MIMIC-CXR-VQA records carry MIMIC-CXR-JPG's own `subject_id`, `study_id` and `image_id` (its `dicom_id`), "
@@ -116,6 +131,7 @@ def render_readme(tables: Mapping, code: Mapping) -> str:
         "## Loading the question files",
         "Each `{train,valid,test}.json` is one JSON list of records (paths relative to this folder):",
         LOADING,
+        HF_NOTE,
         "EHRXQA queries run on the split's SQLite database (train / valid: `ehrxqa/databases/silver/`, test: "
         "`ehrxqa/databases/gold/`) after replacing `current_time` by `'2105-12-31 23:59:00'`; queries with "
         "`func_vqa` need a VQA module (the pipeline's `NeuralSqlExecutor`).",

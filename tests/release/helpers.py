@@ -67,3 +67,17 @@ def make_source(root: Path, seed: int = 3) -> Path:
     _dump(src / DEMO_MANIFEST, {"generator": "ehrxqa_pipeline.demo", "generator_version": "1", "seed": seed,
                                 "scale": {"name": "demo", "cxr_patients": 40}, "planted": {"secret": 1}})
     return src
+
+
+def offline_datasets(tmp_path: Path, monkeypatch):
+    """Hugging Face ``datasets``, offline, with its caches under ``tmp_path`` (set before its first import in this
+    process, and on its config where an earlier test imported it): the tests never reach a hub, nor share a cache
+    between xdist workers."""
+    for name, value in (("HF_HOME", str(tmp_path / "hf-home")), ("HF_DATASETS_OFFLINE", "1"), ("HF_HUB_OFFLINE", "1"),
+                        ("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))):
+        monkeypatch.setenv(name, value)
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    return datasets

@@ -9,7 +9,7 @@ import pytest
 
 from ehrxqa_pipeline.questions.ehrxqa.records import RECORD_FIELDS as EHRXQA_RECORD_FIELDS
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import RECORD_FIELDS as VQA_RECORD_FIELDS
-from ehrxqa_pipeline.release import croissant, tables
+from ehrxqa_pipeline.release import croissant, hf, tables
 from tests.release.helpers import FUNNELS, REJECTED, SPLITS, make_release
 
 CODE = {"package": "ehrxqa-pipeline", "version": "0.1.0", "sha256": "ab" * 32, "files": 3, "dirs": ["assets"]}
@@ -18,7 +18,7 @@ SOURCES = {"releases": {"mimiciv": "3.1", "mimic-cxr-jpg": "2.1.0", "chest-image
 CONFIG = {"paraphraser": {"datasets": {"ehrxqa": {"templates": {"llm": 2, "offline": 1, "original": 4}}},
                           "model": "m1"}}
 VOCABULARY = ["abdomen", "left lung", "no", "right lung", "yes"]
-# JSON type of a value -> the Croissant dataType its field must have (objects: sc:Text, described as JSON)
+# JSON type of a value -> the Croissant dataType its field must have (objects: sc:Text, JSON text in parquet)
 TYPES = {str: "sc:Text", int: "sc:Integer", bool: "sc:Boolean", dict: "sc:Text", type(None): "sc:Text"}
 
 
@@ -66,6 +66,7 @@ def make_full_release(root):
     (rel / "datasheet.md").write_text("# Datasheet\n")
     (rel / "LICENSE.txt").write_text("license\n")
     tables.write_tables(rel, tables.gather(rel, FUNNELS, REJECTED), "tables\n")
+    hf.write_export(rel, SOURCES, CODE)  # the parquet copies the record sets read
     return rel
 
 
@@ -103,6 +104,7 @@ def test_distribution_lists_every_file_with_its_real_sha256(release):
     files = {f["contentUrl"]: f for f in doc["distribution"]}
     assert set(files) == {rel for rel, _, _ in croissant.DISTRIBUTION}
     assert {f"{d}/{s}.json" for d in ("ehrxqa", "mimic-cxr-vqa") for s in SPLITS} <= set(files)
+    assert {f"hf/{d}/{s}.parquet" for d in ("ehrxqa", "mimic-cxr-vqa") for s in SPLITS} <= set(files)
     for rel, f in files.items():
         data = (release / rel).read_bytes()
         assert f["sha256"] == hashlib.sha256(data).hexdigest(), rel
@@ -124,16 +126,16 @@ def test_record_sets_have_a_typed_field_per_record_key(release):
                 assert tuple(record) == tuple(fields)
                 for name, value in record.items():
                     f = fields[name]
-                    assert f["source"] == {"fileObject": {"@id": f"{folder}/{split}.json"},
-                                           "extract": {"jsonPath": f"$[*].{name}"}}
-                    if isinstance(value, list):
-                        assert f.get("isArray") is True, name
-                        assert f["dataType"] == "sc:Text"
+                    assert f["source"] == {"fileObject": {"@id": f"hf/{folder}/{split}.parquet"},
+                                           "extract": {"column": name}}
+                    mixed = isinstance(value, list) and not all(isinstance(v, str) for v in value)
+                    if isinstance(value, list) and name != "answer" or folder == "mimic-cxr-vqa" and name == "answer":
+                        assert f.get("isArray") is True and f["dataType"] == "sc:Text", name  # strings
                     else:
                         assert "isArray" not in f, name
-                        assert f["dataType"] == TYPES[type(value)], name
-                    if isinstance(value, dict):
-                        assert "JSON object" in f["description"], name
+                        assert f["dataType"] == ("sc:Text" if isinstance(value, list) else TYPES[type(value)]), name
+                    if isinstance(value, dict) or mixed:
+                        assert "here JSON text" in f["description"], name
             assert fields["split"]["references"] == {"field": {"@id": "splits/name"}}
 
 
@@ -184,6 +186,19 @@ def test_mlcroissant_reads_records_from_the_local_files(release, offline):
     vocabulary = [r[f"{croissant.VOCABULARY_ID}/answer"].decode() for r in dataset.records(croissant.VOCABULARY_ID)]
     assert vocabulary == VOCABULARY
     assert [r["splits/name"] for r in dataset.records("splits")] == list(SPLITS)
+    # every record of every split, as the JSON file holds it (JSON text parsed back; empty splits: no records)
+    for folder, (prefix, _, _, _) in croissant.DATASETS.items():
+        for split in SPLITS:
+            want = json.loads((release / folder / f"{split}.json").read_text())
+            got = list(dataset.records(f"{prefix}_{split}")) if want else []
+            assert len(got) == len(want), (folder, split)
+            for g, w in zip(got, want):
+                for name, value in w.items():
+                    x = g[f"{prefix}_{split}/{name}"]
+                    x = [v.decode() for v in x] if isinstance(x, list) else x.decode() if isinstance(x, bytes) else x
+                    if isinstance(value, dict) or name == "answer" and folder == "ehrxqa":
+                        x = json.loads(x)
+                    assert x == value, (folder, split, name)
 
 
 def test_two_builds_of_the_same_folder_give_the_same_bytes(release, tmp_path):
