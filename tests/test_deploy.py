@@ -157,7 +157,9 @@ def test_the_vqa_worker_image_holds_what_the_worker_imports_at_the_projects_pins
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert "dagster" not in run.stdout.split()  # the worker, torch and all: no Dagster but dagster_pipes
     of = md.packages_distributions()
-    optional = {"tqdm"}  # torch imports it where it is installed, and runs without it
+    # torch imports these where they are installed, and runs without them: tqdm; dill (torch.utils.data's
+    # datapipes, torch/utils/_import_utils.py), which the dev extra's `datasets` installs for the tests
+    optional = {"tqdm", "dill"}
     imported = {d.lower() for m in run.stdout.split() for d in of.get(m, [])} - {"ehrxqa-pipeline"} - optional
 
     def closure(names: set[str]) -> set[str]:
