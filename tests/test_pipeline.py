@@ -128,6 +128,11 @@ def test_gold_label_edit_kept_in_size_rebuilds_only_gold_dependents_through_a_ki
     # ... never the silver side, the image selection, training or prediction, though they are downstream
     assert NEVER_ON_GOLD <= descendants(K(["sources", "gold_relations"])) and not NEVER_ON_GOLD & rerun_keys
     assert not partitions, partitions  # no image partition: no JPEG check, no prediction
+    # the release assets below a round's assets join its run (cli.build: release_tail), not a round per level
+    tail = [{k.to_user_string() for k in r.asset_selection} for r in runs
+            if r.asset_selection and K(["release", "manifest"]) in r.asset_selection]
+    assert tail and {"release/statistics", "release/plots", "release/datasheet", "release/croissant",
+                     "release/hf"} <= tail[0], tail
     latest = {c: instance.get_latest_asset_check_evaluation_record(c) for c in GRAPH.get_check_keys_for_assets(
         {K.from_user_string(k) for k in rerun_keys - {f"sources/{k.path[-1]}" for k in GRAPH.observable_asset_keys}})}
     assert all(r is not None and r.status.value == "SUCCEEDED" for r in latest.values()), \
