@@ -285,14 +285,9 @@ class _Runner:
         from assets.freshness import stale_assets
 
         graph = self.graph
-        below, todo = set(), list(targets)
-        while todo:
-            for child in graph.get(todo.pop()).child_keys:
-                if child not in below and child in graph.materializable_asset_keys:
-                    below.add(child)
-                    todo.append(child)
-        candidates = [k for k in graph.toposorted_asset_keys if k in below - targets
-                      and graph.get(k).automation_condition == RELEASE_ON_CHANGE and graph.get(k).partitions_def is None]
+        below = dg.AssetSelection.assets(*targets).downstream(include_self=False).resolve(graph) - targets
+        candidates = [k for k in graph.toposorted_asset_keys if k in below and graph.get(k).partitions_def is None
+                      and graph.get(k).automation_condition == RELEASE_ON_CHANGE]
         if not candidates:
             return set()
         stale = {dg.AssetKey.from_user_string(k) for k in stale_assets(graph, instance)}

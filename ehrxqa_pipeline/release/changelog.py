@@ -29,10 +29,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ehrxqa_pipeline.atomic import write_json
-from ehrxqa_pipeline.markdown import table
+from ehrxqa_pipeline.markdown import count, table
 from ehrxqa_pipeline.release.manifest import MANIFEST_NAME
+from ehrxqa_pipeline.release.tables import SPLITS
 
-SPLITS = ("train", "valid", "test")
 TITLES = {"ehrxqa": "EHRXQA", "mimic_cxr_vqa": "MIMIC-CXR-VQA"}
 SHOWN = 50  # template rows listed per dataset and kind of change; the rest are counted
 CHANGELOG_FILE = "CHANGELOG.md"
@@ -92,10 +92,6 @@ def _delta(a: int | None, b: int | None) -> str:
     return f"{b - a:+,}" if b != a else "0"
 
 
-def _n(x) -> str:
-    return "-" if x is None else f"{x:,}"
-
-
 def _build_lines(old: Mapping, new: Mapping) -> list[str]:
     lines = []
     facts = [("release version", _version), ("code digest", lambda m: (m.get("code") or {}).get("sha256")),
@@ -138,9 +134,9 @@ def _dataset_section(key: str, old: Mapping | None, new: Mapping | None, h: str 
         return [f"{h} {title}", f"No counts for the {'old' if old is None else 'new'} release (no statistics files)."]
     parts = [f"{h} {title}", "Records per split:",
              table(["split", "old", "new", "change"],
-                   [[s, _n(old["records"].get(s)), _n(new["records"].get(s)),
+                   [[s, count(old["records"].get(s)), count(new["records"].get(s)),
                      _delta(old["records"].get(s), new["records"].get(s))] for s in SPLITS]
-                   + [["all", _n(sum(old["records"].values())), _n(sum(new["records"].values())),
+                   + [["all", count(sum(old["records"].values())), count(sum(new["records"].values())),
                        _delta(sum(old["records"].values()), sum(new["records"].values()))]])]
     ot, nt = old["templates"], new["templates"]
     added = sorted(set(nt) - set(ot), key=_template_key)
@@ -153,14 +149,14 @@ def _dataset_section(key: str, old: Mapping | None, new: Mapping | None, h: str 
     for label, ids, src in (("Added", added, nt), ("Removed", removed, ot)):
         if ids:
             parts += [f"{label} templates:", table(["template", "definition", *SPLITS], _limited(
-                [[t, src[t].get("definition") or "", *(_n(src[t].get(s)) for s in SPLITS)] for t in ids]))]
+                [[t, src[t].get("definition") or "", *(count(src[t].get(s)) for s in SPLITS)] for t in ids]))]
     if redefined:
         parts += ["Changed templates (same id, other definition):", table(["template", "old", "new"], _limited(
             [[t, ot[t].get("definition") or "", nt[t].get("definition") or ""] for t in redefined]))]
     if recounted:
         parts += ["Counts changed (old -> new):", table(["template", *SPLITS], _limited(
-            [[t, *(f"{_n(ot[t].get(s))} -> {_n(nt[t].get(s))}" if ot[t].get(s) != nt[t].get(s)
-                   else _n(nt[t].get(s)) for s in SPLITS)] for t in recounted]))]
+            [[t, *(f"{count(ot[t].get(s))} -> {count(nt[t].get(s))}" if ot[t].get(s) != nt[t].get(s)
+                   else count(nt[t].get(s)) for s in SPLITS)] for t in recounted]))]
     return parts
 
 

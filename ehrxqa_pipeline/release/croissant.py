@@ -48,10 +48,10 @@ from ehrxqa_pipeline.release import datasheet, hf
 from ehrxqa_pipeline.release.digest import sha256_file
 from ehrxqa_pipeline.release.identity import PUBLISHED, release_version
 from ehrxqa_pipeline.release.license_note import DUA, LICENSE, LICENSE_FILE, LICENSE_URL, TERMS
+from ehrxqa_pipeline.release.tables import SPLITS
 
 CROISSANT_FILE = "croissant.json"
 CONFORMS_TO = ["http://mlcommons.org/croissant/1.1", "http://mlcommons.org/croissant/RAI/1.0"]
-SPLITS = datasheet.SPLITS
 SPLIT_URLS = {"train": "cr:TrainingSplit", "valid": "cr:ValidationSplit", "test": "cr:TestSplit"}
 SPLITS_ID = "splits"
 # The spec's Splits section types the url field cr:Split alone; mlcroissant 1.1.1 rejects a field whose only
@@ -102,9 +102,9 @@ DISTRIBUTION = (
     ("mimic-cxr-vqa/answer_vocabulary.json", JSON, "every answer a MIMIC-CXR-VQA question can have (a JSON list)"),
     (LICENSE_FILE, "text/plain", f"the {LICENSE} and {DUA} these files inherit"),
 )
-# The Croissant dataType of each way hf stores a field (JSON text: sc:Text, the field's description says so)
-DATA_TYPES = {k.name: t for k, t in ((hf.STRING, "sc:Text"), (hf.INTEGER, "sc:Integer"), (hf.BOOLEAN, "sc:Boolean"),
-                                    (hf.STRINGS, "sc:Text"), (hf.OBJECT_JSON, "sc:Text"), (hf.ARRAY_JSON, "sc:Text"))}
+# The Croissant dataType of the ways hf stores a field that are not text (strings, lists of strings and JSON text
+# are sc:Text; a JSON-text field's description says so)
+DATA_TYPES = {hf.INTEGER.name: "sc:Integer", hf.BOOLEAN.name: "sc:Boolean"}
 NULLABLE = {"query": "`null` for the opt-in unanswerable questions"}
 JSON_TEXT_NOTE = ("In the JSON file {what}; here JSON text ({why}): json.loads gives the record's value back.")
 CITATION = ("@inproceedings{bae2023ehrxqa, title={EHRXQA: A Multi-Modal Question Answering Dataset for Electronic "
@@ -140,7 +140,8 @@ def _field(record_set: str, file: str, name: str, kind: hf.Kind, meaning: str) -
     if name in NULLABLE:
         description += f" Text, or {NULLABLE[name]}."
     out = {"@type": "cr:Field", "@id": f"{record_set}/{name}", "name": name, "description": description,
-           "dataType": DATA_TYPES[kind.name], "source": {"fileObject": {"@id": file_id(file)}, "extract": {"column": name}}}
+           "dataType": DATA_TYPES.get(kind.name, "sc:Text"),
+           "source": {"fileObject": {"@id": file_id(file)}, "extract": {"column": name}}}
     if kind is hf.STRINGS:
         out["isArray"] = True
     if name == "split":

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from ehrxqa_pipeline.markdown import table
+from ehrxqa_pipeline.markdown import count, table
 from ehrxqa_pipeline.questions.ehrxqa.records import FIELD_DICTIONARY
 from ehrxqa_pipeline.release.identity import identity_lines, release_version
 from ehrxqa_pipeline.release.license_note import DUA, LICENSE, LICENSE_FILE
 from ehrxqa_pipeline.release.manifest import MANIFEST_NAME, SUMS_NAME
+from ehrxqa_pipeline.release.tables import SPLITS
 
-SPLITS = ("train", "valid", "test")
 PAPER = {"ehrxqa": "about 46.2K (16,366 image, 16,529 table, 13,257 image+table)",
          "mimic_cxr_vqa": "about 377.4K"}
 PHYSIONET = {"mimiciv": "https://physionet.org/content/mimiciv/{v}/",
@@ -48,10 +48,6 @@ MAINTENANCE = ("Rebuilding from new source versions or code gives a new release;
                "lists what changed).")
 
 
-def _n(x: int) -> str:
-    return f"{x:,}"
-
-
 def _qa(question: str, answer: str) -> str:
     """A list item: the question in bold, the answer indented under it (lists and tables included)."""
     lines = answer.strip().split("\n")
@@ -59,7 +55,7 @@ def _qa(question: str, answer: str) -> str:
 
 
 def _split_counts(records: Mapping[str, int]) -> str:
-    return ", ".join(f"{_n(records.get(s, 0))} {s}" for s in SPLITS) + f" ({_n(sum(records.values()))} in all)"
+    return ", ".join(f"{count(records.get(s, 0))} {s}" for s in SPLITS) + f" ({count(sum(records.values()))} in all)"
 
 
 def _modality_counts(c9: list[Mapping]) -> dict[str, int]:
@@ -80,7 +76,7 @@ def source_lines(sources: Mapping) -> str:
         scale = g.get("scale", {})
         lines.append(f"- **This build read the synthetic source** ({g.get('generator', 'generator')} version "
                      f"{g.get('generator_version', '?')}, seed {g.get('seed', '?')}, scale `{scale.get('name', '?')}`, "
-                     f"{_n(scale.get('cxr_patients', 0))} X-ray patients): the PhysioNet layout filled with "
+                     f"{count(scale.get('cxr_patients', 0))} X-ray patients): the PhysioNet layout filled with "
                      "generated records, so the counts below describe no real patient.")
     else:
         lines.append("- This build read a PhysioNet source (credentialed data).")
@@ -101,15 +97,15 @@ def paraphraser_text(p: Mapping) -> str:
     parts = []
     for ds, d in sorted(datasets.items()):
         t = d.get("templates") or {}
-        bits = [f"{_n(t.get('llm', 0))} templates by an OpenAI-compatible LLM{model}",
-                f"{_n(t.get('offline', 0))} by the offline rule-based paraphraser",
-                f"{_n(t.get('original', 0))} keep their template wording"]
+        bits = [f"{count(t.get('llm', 0))} templates by an OpenAI-compatible LLM{model}",
+                f"{count(t.get('offline', 0))} by the offline rule-based paraphraser",
+                f"{count(t.get('original', 0))} keep their template wording"]
         if t.get("reviewer"):
-            bits.append(f"{_n(t['reviewer'])} only by reviewers")
+            bits.append(f"{count(t['reviewer'])} only by reviewers")
         failures = d.get("llm_failures") or {}
         if failures:
-            bits.append(f"no usable LLM answer for {_n(sum(failures.values()))} templates ("
-                        + ", ".join(f"{k}: {_n(v)}" for k, v in sorted(failures.items())) + ")")
+            bits.append(f"no usable LLM answer for {count(sum(failures.values()))} templates ("
+                        + ", ".join(f"{k}: {count(v)}" for k, v in sorted(failures.items())) + ")")
         parts.append(f"{_DATASET_NAMES.get(ds, ds)}: " + ", ".join(bits))
     return "as follows. " + "; ".join(parts)
 
@@ -118,11 +114,11 @@ def filters_section(tables: Mapping) -> str:
     parts = []
     for f in tables["funnels"]:
         parts += [f"Image selection, {f['cohort']} cohort (images remaining after each rule):",
-                  table(["rule", "images"], [[rule, _n(n)] for rule, n in f["steps"]])]
+                  table(["rule", "images"], [[rule, count(n)] for rule, n in f["steps"]])]
     rejected = tables["rejected"]
     parts += ["Rows set aside by every filter of the build, per reason (the `*_rejected` tables of the "
               "warehouse, each row kept with its reason):",
-              table(["table", "reason", "rows"], [[r["table"], r["reason"], _n(r["rows"])] for r in rejected])
+              table(["table", "reason", "rows"], [[r["table"], r["reason"], count(r["rows"])] for r in rejected])
               if rejected else "No row was set aside."]
     return "\n\n".join(parts)
 
@@ -195,7 +191,7 @@ def render_datasheet(tables: Mapping, sources: Mapping, code: Mapping, seed: int
         _qa("What do the instances represent?", INSTANCES),
         _qa("How many instances are there in total?",
             f"EHRXQA: {_split_counts(ehrxqa['records'])}; by modality "
-            + ", ".join(f"{_n(n)} {m}" for m, n in modality.items()) + f" (paper: {PAPER['ehrxqa']}). "
+            + ", ".join(f"{count(n)} {m}" for m, n in modality.items()) + f" (paper: {PAPER['ehrxqa']}). "
             f"MIMIC-CXR-VQA: {_split_counts(vqa['records'])} over {_split_counts(overall['images'])} images "
             f"(paper: {PAPER['mimic_cxr_vqa']})."),
         _qa("Does the dataset contain all possible instances or is it a sample?", sample_text(seed, config)),

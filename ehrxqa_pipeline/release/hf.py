@@ -43,11 +43,11 @@ from ehrxqa_pipeline.questions.ehrxqa.records import RECORD_FIELDS as EHRXQA_FIE
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import RECORD_FIELDS as VQA_FIELDS
 from ehrxqa_pipeline.release.identity import PUBLISHED, release_version
 from ehrxqa_pipeline.release.license_note import DUA, LICENSE, LICENSE_FILE, LICENSE_URL, TERMS
+from ehrxqa_pipeline.release.tables import SPLITS
 from ehrxqa_pipeline.sources.layout import DATASETS
 
 OUT_DIR = "hf"
 CARD_FILE = "README.md"
-SPLITS = ("train", "valid", "test")
 LICENSE_NAME = "physionet-credentialed-health-data-license-1.5.0"  # the card's license_name (an id: lower-case)
 ROW_GROUP_ROWS = 100_000
 PARQUET_OPTIONS = dict(compression="zstd", compression_level=9, use_dictionary=True, write_statistics=True,
@@ -338,8 +338,9 @@ def write_export(release_dir: Path, sources: Mapping, code: Mapping) -> dict[str
             source = release_dir / folder / f"{split}.json"
             if not source.is_file():
                 raise FileNotFoundError(f"{source}: missing; materialize the {folder} release before release/hf")
-            path = write_parquet(read_records(source, export), target / f"{split}.parquet")
-            written[split] = {"rows": pq.ParquetFile(path).metadata.num_rows, "bytes": path.stat().st_size}
+            frame = read_records(source, export)
+            path = write_parquet(frame, target / f"{split}.parquet")
+            written[split] = {"rows": frame.num_rows, "bytes": path.stat().st_size}
         card = write_text(target / CARD_FILE, render_card(export, {s: w["rows"] for s, w in written.items()},
                                                           sources, code))
         out[folder] = {**written, "card": {"path": str(card), "bytes": card.stat().st_size}}

@@ -17,8 +17,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ehrxqa_pipeline.atomic import write_bytes
+from ehrxqa_pipeline.release.tables import SPLITS
 
-SPLITS = ("train", "valid", "test")
 COLORS = {"train": "#4C72B0", "valid": "#DD8452", "test": "#55A868"}
 DPI = 100
 TOP_ANSWERS = 20

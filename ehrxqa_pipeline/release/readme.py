@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ehrxqa_pipeline.markdown import table
+from ehrxqa_pipeline.markdown import count, table
 from ehrxqa_pipeline.release import hf
 from ehrxqa_pipeline.release.identity import identity_lines, release_version
+from ehrxqa_pipeline.release.tables import SPLITS
 
 README_FILE = "README.md"
-SPLITS = ("train", "valid", "test")
 NO_ANSWER = {"ehrxqa": "none", "mimic_cxr_vqa": "(none)"}  # tables.answer_kinds / tables.answer_counts
 
 # (path relative to release/, what it is); the README's own table of the folder.
@@ -101,10 +101,6 @@ IDS = (
     "kept. A record's `resolved_value` names the study ids its query picks.")
 
 
-def _n(x: int) -> str:
-    return f"{x:,}"
-
-
 def empty_answers(tables: Mapping) -> list[list]:
     """Rows (dataset, split, records, empty answers, share) from the gathered statistics."""
     rows = []
@@ -113,7 +109,7 @@ def empty_answers(tables: Mapping) -> list[list]:
         for split in SPLITS:
             n = stats["records"].get(split, 0)
             empty = stats[counts].get(split, {}).get(NO_ANSWER[key], 0)
-            rows.append([title, split, _n(n), _n(empty), f"{100 * empty / n:.1f} %" if n else "-"])
+            rows.append([title, split, count(n), count(empty), f"{100 * empty / n:.1f} %" if n else "-"])
     return rows
 
 
