@@ -185,8 +185,9 @@ def _consistency_check(which: str) -> dg.AssetChecksDefinition:
     def _check(context: dg.AssetCheckExecutionContext, pipeline_config: PipelineConfig,
                warehouse: Warehouse) -> dg.AssetCheckResult:
         frame = _questions(warehouse, databases=(which,))
-        mismatches = check_stored(frame, _databases(pipeline_config.settings()), workers=_workers(0, frame.height),
-                                  log=context.log.info)
+        settings = pipeline_config.settings()
+        mismatches = check_stored(frame, _databases(settings), workers=_workers(0, frame.height),
+                                  log=context.log.info, parse_store=settings.neuralsql_parse_store)
         shown = [{"template": m.index, "question": m.question, "gold": repr(m.gold), "neural": repr(m.neural),
                   "stored": repr(m.stored)} for m in mismatches[:SHOW_MISMATCHES]]
         return dg.AssetCheckResult(

@@ -272,7 +272,8 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
             gold_database=database, answer_sheet=sheet,
             images_root=_files_root(settings) if settings.check_images else None, predictions=preds,
             prevalence=con.execute(PREVALENCE_SQL).pl(),
-            pools=con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl(), vision=vqa_device.vision())
+            pools=con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl(), vision=vqa_device.vision(),
+            parse_store=settings.neuralsql_parse_store)
     result = evaluate(inputs, seed=settings.seed, threshold=config.threshold, min_positives=config.min_positives,
                       robustness_k=config.robustness_k, log=context.log.info)
     text = scores_json(result.scores)

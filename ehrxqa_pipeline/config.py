@@ -145,6 +145,11 @@ class Settings:
         return self.home / "cache"
 
     @property
+    def neuralsql_parse_store(self) -> Path:
+        """The NeuralSQL parses kept between processes and builds (``questions.neuralsql.parse_store``)."""
+        return self.cache_dir / "neuralsql_parses.sqlite"
+
+    @property
     def staging_dir(self) -> Path:
         return self.home / "staging"
 

@@ -18,6 +18,7 @@ build in tests/test_pipeline_code.py, which another xdist worker runs at the sam
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -33,6 +34,7 @@ from benchmarks import edits
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.contracts import all_contracts
 from ehrxqa_pipeline.lineage import read_log, recorded_keys, undeclared_reads
+from ehrxqa_pipeline.questions.ehrxqa.unanswerable import NULL_QUERY
 from tests.pipeline_graph import (GRAPH, SMALL_EHRXQA, TEST_DEFS, K, built, cascade, declared_reads,  # noqa: F401
                                   descendants, fresh_release, observe, release_files, requested, statement_log,
                                   warehouse_keys)
@@ -63,6 +65,12 @@ def test_full_build_green(built):
     derived = {t for t in tables if t.split(".")[0].endswith("_build")
                or (t.startswith("ingest.") and t.endswith("_rejected"))}
     assert tables - derived == {t for c in all_contracts() for _, t in c.tables}
+    # the consistency checks' worker processes kept every EHRXQA item's NeuralSQL parse (its scores read them)
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        queries = con.execute(f"SELECT count(DISTINCT neural_sql) FROM (SELECT neural_sql FROM ehrxqa.silver UNION "
+                              f"ALL SELECT neural_sql FROM ehrxqa.gold) WHERE neural_sql <> '{NULL_QUERY}'").fetchone()
+    with sqlite3.connect(settings.neuralsql_parse_store) as con:
+        assert con.execute("SELECT count(*) FROM parses").fetchone() == queries
 
 
 def test_every_step_reads_only_what_it_declares(built):

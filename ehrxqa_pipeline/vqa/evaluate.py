@@ -30,6 +30,7 @@ import polars as pl
 
 from ehrxqa_pipeline.questions.neuralsql import OracleModule
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
+from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import YesModule
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import prepare_labels
 from ehrxqa_pipeline.vqa.baselines import PriorMost, PriorQuestion, PriorQuestionText
@@ -57,6 +58,7 @@ class EvaluationInputs:
     prevalence: pl.DataFrame | None = None  # object, attribute, prevalence among silver-train images
     pools: pl.DataFrame | None = None  # paraphrase.pools (robustness phrasings)
     vision: Mapping | None = None  # OpenAIVisionModule kwargs
+    parse_store: Path | None = None  # a questions.neuralsql.parse_store file: the EHRXQA items' parses kept
 
 
 @dataclass
@@ -182,11 +184,14 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
 
     is_table = x.ehrxqa_items["modality"] == "table"
     log(f"EHRXQA test: {int(is_table.sum()):,} table items once, {int((~is_table).sum()):,} image items per module")
-    table_part = score_ehrxqa(x.gold_database, x.images_root, x.ehrxqa_items.filter(is_table), None)
+    store = x.parse_store and ParseStore(x.parse_store, warn=log)
+    table_part = score_ehrxqa(x.gold_database, x.images_root, x.ehrxqa_items.filter(is_table), None,
+                              parse_store=store)
     image_items = x.ehrxqa_items.filter(~is_table)
     for name, module in ehrxqa_modules.items():
         log(f"EHRXQA test: {name} runs {image_items.height:,} NeuralSQL queries")
-        result = merge_ehrxqa(table_part, score_ehrxqa(x.gold_database, x.images_root, image_items, module))
+        result = merge_ehrxqa(table_part, score_ehrxqa(x.gold_database, x.images_root, image_items, module,
+                                                       parse_store=store))
         out.details.setdefault(name, {})["ehrxqa"] = result
         out.predictions.setdefault(EHRXQA, {})[name] = [{"id": i, "answer": a} for i, a in result["answers"].items()]
 

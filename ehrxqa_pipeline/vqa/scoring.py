@@ -30,6 +30,7 @@ import polars as pl
 from ehrxqa_pipeline.questions.ehrxqa.registry import BY_INDEX
 from ehrxqa_pipeline.questions.ehrxqa.stats import scope_axes
 from ehrxqa_pipeline.questions.neuralsql import NeuralSqlError, NeuralSqlExecutor, VqaModule, same_answer
+from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import ARGUMENT_COLUMNS, CONTENT_TYPES, SEMANTIC_TYPES, TEMPLATES
 from ehrxqa_pipeline.vqa.leaderboard import MODALITIES, PATIENT_SCOPES
 from ehrxqa_pipeline.vqa.metrics import (accuracy, auroc_by_group, execution_accuracy, micro_f1, relative_auroc)
@@ -221,7 +222,7 @@ class _Counting:
 
 
 def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | Path | None, items,
-                 module: VqaModule | None, *, batch_size: int = 32) -> dict:
+                 module: VqaModule | None, *, batch_size: int = 32, parse_store: ParseStore | None = None) -> dict:
     """Execution accuracy of ``module`` on EHRXQA items (see ``metrics.execution_accuracy``).
 
     Each item's gold NeuralSQL runs with the module on ``database`` (the gold database; TB_CXR_PLUS stays
@@ -232,10 +233,12 @@ def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | P
     counts plus ``by_modality`` and ``by_modality_scope`` ("image/single", ...), ``vqa_asked`` (image-question
     pairs sent to the module), ``vqa_abstentions`` (those it answered None), up to 5 ``error_examples`` and
     ``answers``: item id -> the module's answer (``normalise_rows`` form; None for a failed query and for an
-    unanswerable item), what ``ehrxqa score`` reads back from ``release/predictions/``."""
+    unanswerable item), what ``ehrxqa score`` reads back from ``release/predictions/``. ``parse_store``: the
+    queries' parses kept between processes and builds (``NeuralSqlExecutor``; same results)."""
     rows = _items(items)
     counting = None if module is None else _Counting(module)
-    executor = NeuralSqlExecutor(database, counting, images_root=images_root, batch_size=batch_size)
+    executor = NeuralSqlExecutor(database, counting, images_root=images_root, batch_size=batch_size,
+                                 parse_store=parse_store)
     outcomes, errors, answers = [], [], {}
     try:
         executor.prefetch(r["query"] for r in rows if not r["impossible"])

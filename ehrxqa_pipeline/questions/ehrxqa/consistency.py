@@ -15,6 +15,7 @@ from ehrxqa_pipeline.questions.ehrxqa.filler import run_sql
 from ehrxqa_pipeline.questions.ehrxqa.item import FilledItem
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import NULL_QUERY
 from ehrxqa_pipeline.questions.neuralsql import NeuralSqlError, NeuralSqlExecutor, OracleModule, same_answer
+from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,12 @@ def check_item(item: FilledItem, conn: sqlite3.Connection, executor: NeuralSqlEx
     return None if ok else Mismatch(item.template.index, item.question, gold, neural, item.answer)
 
 
-def check_items(items: list[FilledItem], conn: sqlite3.Connection,
-                oracle: OracleModule | None = None) -> list[Mismatch]:
-    """Mismatches of all items (empty = consistent). ``conn`` must see TB_CXR, TB_CXR_PLUS and PATIENTS."""
+def check_items(items: list[FilledItem], conn: sqlite3.Connection, oracle: OracleModule | None = None,
+                parse_store: ParseStore | None = None) -> list[Mismatch]:
+    """Mismatches of all items (empty = consistent). ``conn`` must see TB_CXR, TB_CXR_PLUS and PATIENTS.
+    ``parse_store``: where the NeuralSQL parses are kept between processes and builds (same results)."""
     oracle = oracle or OracleModule(conn)
-    executor = NeuralSqlExecutor(conn, oracle)
+    executor = NeuralSqlExecutor(conn, oracle, parse_store=parse_store)
     executor.prefetch(i.neural_sql for i in items if not getattr(i.template, "impossible", False))
     return [m for m in (check_item(i, conn, executor) for i in items) if m is not None]
 

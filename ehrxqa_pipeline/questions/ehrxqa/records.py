@@ -29,6 +29,7 @@ from ehrxqa_pipeline import atomic
 from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, Mismatch, check_items
 from ehrxqa_pipeline.questions.ehrxqa.item import RESOLVED_KEYS
+from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore
 from ehrxqa_pipeline.questions.ehrxqa.sampling import SPLITS, DatabaseFiles, Sample, run_parallel
 from ehrxqa_pipeline.questions.ehrxqa.stats import modality, scope_axes
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
@@ -190,10 +191,10 @@ def stored_items(rows: list[dict]) -> list[FilledItem]:
     return out
 
 
-def _check_chunk(files: DatabaseFiles, rows: list[dict]) -> list[Mismatch]:
+def _check_chunk(files: DatabaseFiles, rows: list[dict], parse_store: Path | None) -> list[Mismatch]:
     conn = files.open()
     try:
-        return check_items(stored_items(rows), conn)
+        return check_items(stored_items(rows), conn, parse_store=parse_store and ParseStore(parse_store))
     finally:
         conn.close()
 
@@ -202,16 +203,17 @@ PROGRESS_CHUNKS = 8  # per database and worker: how often a long check reports p
 
 
 def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], workers: int = 1,
-                 log=None) -> list[Mismatch]:
+                 log=None, parse_store: Path | None = None) -> list[Mismatch]:
     """Mismatches of every stored item against the database it was drawn from (empty = consistent), in
-    ``workers`` processes (interleaved chunks per database); ``log(message)`` after each chunk."""
+    ``workers`` processes (interleaved chunks per database); ``log(message)`` after each chunk.
+    ``parse_store``: the file of a ``ParseStore`` that the processes share (the NeuralSQL parses)."""
     _require_columns(frame, "ehrxqa.questions")
     rows = frame.sort("split", "id").to_dicts()
     unknown = sorted({r["database"] for r in rows} - set(databases))
     if unknown:
         raise ValueError(f"ehrxqa.questions: items from databases {unknown} but no database files for them")
     chunks = max(1, workers) * (PROGRESS_CHUNKS if log else 1)
-    jobs = [(files, part) for name, files in databases.items()
+    jobs = [(files, part, parse_store) for name, files in databases.items()
             for part in ([r for r in rows if r["database"] == name][k::chunks] for k in range(chunks)) if part]
     checked = 0
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ehrxqa_pipeline.questions.neuralsql.errors import NeuralSqlError, NeuralSqlExecutionError
+from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore, options_digest
 from ehrxqa_pipeline.questions.neuralsql.parser import (ROWS_FUNCTION, VQA_FUNCTION, ParsedQuery,
                                                         parse_neuralsql)
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import Answer, ImageRef, VqaModule, as_int, ask, resolve_images
@@ -95,11 +96,14 @@ class NeuralSqlExecutor:
     ``database``: a path (opened read-only) or an open connection (the two FUNC_VQA functions are
     registered on it). ``images_root``: MIMIC-CXR-JPG ``files`` folder for ImageRef paths (None: no paths).
     ``allow_answer_sheet``: let queries read TB_CXR_PLUS (gold SQL); NeuralSQL must not.
+    ``parse_store``: parses kept on disk across processes and builds (``parse_store.ParseStore``), read and
+    written by ``parse_many`` (and so by ``prefetch``).
     """
 
     def __init__(self, database: str | Path | sqlite3.Connection, vqa: VqaModule | None = None, *,
                  images_root: str | Path | None = None, batch_size: int = 32, max_passes: int = 16,
-                 reuse_answers: bool = True, allow_answer_sheet: bool = False):
+                 reuse_answers: bool = True, allow_answer_sheet: bool = False,
+                 parse_store: ParseStore | None = None):
         if batch_size < 1 or max_passes < 1:
             raise ValueError("batch_size and max_passes must be >= 1")
         if isinstance(database, sqlite3.Connection):
@@ -116,6 +120,7 @@ class NeuralSqlExecutor:
         self._misses: dict[tuple[str, int], None] = {}
         self._udf_error: NeuralSqlError | None = None
         self._parsed: dict[str, ParsedQuery] = {}  # query text -> its parse (valid queries only)
+        self.parse_store = parse_store
         # Not declared deterministic: SQLite would then evaluate FUNC_VQA while building automatic partial
         # indexes, i.e. for every row of a joined table before the join condition prunes it.
         self.conn.create_function(VQA_FUNCTION, 2, self._scalar)
@@ -165,6 +170,23 @@ class NeuralSqlExecutor:
             parsed = self._parsed[query] = parse_neuralsql(query, tables=self.tables, functions=self.functions,
                                                            hidden_tables=self.hidden_tables)
         return parsed
+
+    def parse_many(self, queries: Iterable[str]) -> None:
+        """Parse ``queries`` now: those the parse store holds are read from it in one lookup, the others parsed
+        and added to it. A query that does not parse is left to ``execute`` (which raises its error)."""
+        todo = list(dict.fromkeys(q for q in queries if q not in self._parsed))
+        if self.parse_store is None or not todo:
+            return
+        options = options_digest(self.tables, self.functions, self.hidden_tables, postprocess=True)
+        self._parsed.update(self.parse_store.get(options, todo))
+        new = {}
+        for query in todo:
+            if query not in self._parsed:
+                try:
+                    new[query] = self.parse(query)
+                except NeuralSqlError:
+                    continue
+        self.parse_store.put(options, new)
 
     def _run(self, sql: str) -> tuple[list[str], list[tuple]]:
         self._misses, self._udf_error = {}, None
@@ -224,8 +246,11 @@ class NeuralSqlExecutor:
         query reads module answers only): this only saves module calls, one per query and level otherwise, which
         is what the label modules (the oracle) cost, not the pairs. The first passes may reach pairs that
         ``execute`` alone would not ask (a later AND operand, asked here before the earlier one is known).
+        The queries are parsed first, all at once (``parse_many``), also without a module.
         Without ``reuse_answers`` it does nothing. A query that fails to parse or run, and the pairs of a module
         call that fails, are left to ``execute``."""
+        queries = list(queries)
+        self.parse_many(q for q in queries if not isinstance(q, ParsedQuery))
         if not self.reuse_answers or self.vqa is None:
             return 0
         reached: dict[tuple[str, int], None] = {}
