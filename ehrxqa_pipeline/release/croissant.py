@@ -38,7 +38,9 @@ of croissant.json, so nothing is downloaded).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from ehrxqa_pipeline.atomic import write_text
@@ -266,10 +268,32 @@ def write_croissant(doc: Mapping, release_dir: Path) -> Path:
     return write_text(Path(release_dir) / CROISSANT_FILE, dumps(doc))
 
 
+@contextmanager
+def _root_logger_kept():
+    """mlcroissant logs its validation report with the logging module's root-level functions, which give the root
+    logger a stream handler when it has none: every library's records, Dagster's debug lines included, would
+    then print in the build's output. The report is the check's result; it stays out of the log, and the root
+    logger is left as it was."""
+    root, absl = logging.getLogger(), logging.getLogger("absl")
+    handlers, level, absl_level = root.handlers[:], root.level, absl.level
+    absl.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        absl.setLevel(absl_level)
+
+
 def validate(release_dir: Path) -> list[str]:
     """Problems of ``release_dir/croissant.json``, offline, each ``error: ...`` or ``warning: ...`` (empty: valid):
     mlcroissant's validation, every FileObject's SHA-256 against the file, and the answer vocabulary read by
     mlcroissant's reader."""
+    with _root_logger_kept():
+        return _validate(release_dir)
+
+
+def _validate(release_dir: Path) -> list[str]:
     import mlcroissant as mlc  # imported here: the rest of the module needs no mlcroissant
 
     release_dir = Path(release_dir)
