@@ -286,3 +286,21 @@ def test_no_other_module_uses_the_private_dagster_api():
     users = sorted(str(p.relative_to(root)) for folder in ("ehrxqa_pipeline", "assets", "resources")
                    for p in (root / folder).rglob("*.py") if _private_imports(p))
     assert users == ["ehrxqa_pipeline/cli/dagster_private.py"], users
+
+
+def test_dagster_preview_and_beta_notices_are_not_shown_other_warnings_are(monkeypatch):
+    """Dagster warns on every load or use of its beta and preview APIs (its Pipes reader, on every VQA step: ten
+    lines a build); `ehrxqa` users cannot act on these, so the command filters them, and only them."""
+    import warnings
+
+    from dagster import PreviewWarning
+
+    monkeypatch.setattr(warnings, "filters", list(warnings.filters))  # the command's filter is undone afterwards
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.warn("Function `PipesMessageReader.expected_writer_count` is currently in preview, and may have "
+                      "breaking changes in patch version releases.", PreviewWarning)
+        warnings.warn("`x` is currently in beta, and may have breaking changes", PreviewWarning)
+        warnings.warn("a warning users can act on", UserWarning)
+    assert [str(w.message) for w in seen] == ["a warning users can act on"]

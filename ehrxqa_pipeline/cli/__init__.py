@@ -333,8 +333,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Dagster flags beta/superseded APIs on every load; users of the command cannot act on these.
-    warnings.filterwarnings("ignore", message=r".*(is currently in beta|is in beta|superseded).*")
+    # Dagster flags beta, preview and superseded APIs on every load or use (its own Pipes reader calls a preview
+    # function on every VQA step); users of the command cannot act on these.
+    warnings.filterwarnings("ignore", message=r".*(is currently in (beta|preview)|is in beta|superseded).*")
     args = parser().parse_args(argv)
     return args.func(args)
 

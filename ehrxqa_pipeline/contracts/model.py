@@ -216,6 +216,11 @@ def parse_contract(raw: dict, path: Path | None = None) -> Contract:
     return contract
 
 
+# libyaml's safe loader where PyYAML was built with it (the wheels are): the same documents, about 7x faster
+# (the 91 contracts: 0.16 s -> 0.02 s, paid by every process that checks a table)
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 @cache
 def load_contract(name: str, directory: Path = CONTRACTS_DIR) -> Contract:
     """The contract in ``data_contracts/<group>.<name>.yaml``; ``name`` is ``group/name`` (an ingest asset
@@ -224,7 +229,7 @@ def load_contract(name: str, directory: Path = CONTRACTS_DIR) -> Contract:
     if not path.exists():
         raise ContractError(f"no contract for {name}: expected {path}")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), Loader=SAFE_LOADER)
     except yaml.YAMLError as e:
         raise ContractError(f"{path}: not valid YAML ({e}); quote values that hold ': ' or start with a "
                             "special character") from None
