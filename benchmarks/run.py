@@ -9,7 +9,14 @@ Stages ``build`` and ``rebuild`` (``--e2e-scales``, default demo only) time the 
 it: ``ehrxqa build`` end to end from an empty EHRXQA_HOME (<workdir>/home-<scale>-e2e, on the generated
 source), then ``ehrxqa build --changed`` with nothing changed, which observes the sources, evaluates the
 automation conditions and should run nothing (design.md: "a rebuild with nothing changed runs nothing and
-takes seconds").
+takes seconds"). The ``build`` stage also reports every step (``benchmarks/steps.py``): while it runs, the RSS of
+its process tree (sum of VmRSS over /proc) is sampled every 0.25 s; afterwards each step of each run on the
+home's Dagster instance (per partition for partitioned steps) gets its wall time and the largest sample taken
+between its start and end. ``ehrxqa build`` executes the steps in its own process, one after another, so a
+step's peak is the build process tree's RSS while the step ran, memory still held from earlier steps included,
+not the step's own allocation; being a sum over the tree, it can exceed the stage's peak, which is that of the
+largest single process (wait4). The steps, longest first, go to <workdir>/build-steps-<scale>.json (the stage's
+row in bench-results.json names it as ``steps_file``) and the 15 longest are printed below the stage's line.
 
 Stage ``vqa_model`` (``benchmarks/vqa_bench.py``; needs the cxr stage's home and a source with JPEGs, so at
 ``full`` scale it reports that it was skipped) times the reference VQA model: a default training run and
@@ -52,19 +59,37 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import steps
+
 ROOT = Path(__file__).resolve().parents[1]
 EHRXQA = str(Path(sys.executable).with_name("ehrxqa"))
 E2E = ("build", "rebuild", "edit")
 REAL_SCENE_GRAPHS, REAL_SCENE_GRAPH_BYTES = 243_310, 10.26e9  # Chest ImaGenome 1.0.0 scene_graph.zip, unzipped
 
 
-def run_stage(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """Run a command; return (wall seconds, peak RSS in GiB, exit code)."""
+def run_stage(argv: list[str], env: dict[str, str],
+              samples: list[tuple[float, int]] | None = None) -> tuple[float, float, int]:
+    """Run a command; return (wall seconds, peak RSS in GiB, exit code). With ``samples``, append to it
+    (``time.time()``, RSS bytes of the command's process tree) every 0.25 s while it runs (``steps.RssSampler``)."""
     start = time.perf_counter()
     pid = os.posix_spawn(argv[0], argv, {**os.environ, **env})
+    if samples is not None:
+        sampler = steps.RssSampler(pid).start()
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped: its pid cannot be reused
+        samples.extend(sampler.stop())
     _, status, usage = os.wait4(pid, 0)
     wall = time.perf_counter() - start
     return wall, usage.ru_maxrss / (1024 ** 2), os.waitstatus_to_exitcode(status)
+
+
+def build_step_report(home: Path, samples: list[tuple[float, int]], stopped: float, out: Path) -> list[dict]:
+    """The build stage's steps (``steps.build_steps`` on the instance in ``home``), longest first, written to
+    ``out`` as JSON."""
+    from ehrxqa_pipeline.config import Settings
+
+    table = steps.build_steps(Settings(home).dagster_home, samples, stopped)
+    out.write_text(json.dumps(table, indent=2) + "\n")
+    return table
 
 
 def ehrxqa_bench(home: Path, caps: tuple[int, int], seed: int = 0) -> dict:
@@ -254,10 +279,16 @@ def main(argv: list[str] | None = None) -> int:
             full = [r["seconds"] for r in results if r["scale"] == scale and r["stage"] == "build"]
             if name == "edit" and full:
                 cmd = [*cmd, "--full-build-seconds", str(full[0])]
-            wall, rss, code = run_stage(cmd, env)
+            samples = [] if name == "build" else None
+            wall, rss, code = run_stage(cmd, env, samples)
             results.append({"scale": scale, "stage": name, "seconds": round(wall, 1),
                             "peak_rss_gib": round(rss, 2), "exit_code": code})
             print(f"{scale:>5} {name:<15} {wall:8.1f} s {rss:6.2f} GiB  exit {code}", flush=True)
+            if samples is not None:
+                out = work / f"build-steps-{scale.replace(':', '-')}.json"
+                table = build_step_report(Path(env["EHRXQA_HOME"]), samples, time.time(), out)
+                results[-1]["steps_file"] = str(out)
+                print("\n".join(steps.step_lines(table)), flush=True)
     (work / "bench-results.json").write_text(json.dumps(results, indent=2) + "\n")
     return 0 if all(r["exit_code"] == 0 for r in results) else 1
 
