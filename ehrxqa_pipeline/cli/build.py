@@ -208,10 +208,12 @@ class _Runner:
     def run(self, instance, stage: list[dg.AssetKey], partition: str | None):
         from ehrxqa_pipeline.cli.instance import run_tags
         from ehrxqa_pipeline.cli.dagster_private import execute
+        from resources.warehouse import kept_open
 
         quiet = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}  # step events, not engine chatter
-        return execute(self.job, instance, stage, partition, run_tags(self.build_id),
-                       _stage_config(quiet, self.op_config, stage), self.origin)
+        with kept_open():  # the run's steps, one after another in this process, share one open warehouse
+            return execute(self.job, instance, stage, partition, run_tags(self.build_id),
+                           _stage_config(quiet, self.op_config, stage), self.origin)
 
     def run_stages(self, instance, targets: list[dg.AssetKey], partitions: dict | None = None) -> None:
         """Every stage of ``targets`` in dependency order; partitioned stages per partition (those in
