@@ -24,6 +24,7 @@ from ehrxqa_pipeline.questions.ehrxqa.resolved import check_resolved
 from ehrxqa_pipeline.questions.ehrxqa.sampling import (DATABASES, SPLITS, SPLITS_OF, DatabaseFiles, SamplingCaps,
                                                        sample_database)
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
+from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore
 from ehrxqa_pipeline.questions.neuralsql.shapes import shape_counts
 from ehrxqa_pipeline.warehouse import replace_tables
 from resources import PipelineConfig, Warehouse
@@ -313,7 +314,8 @@ def _shapes_check(which: str) -> dg.AssetChecksDefinition:
                                 "NeuralSQL shapes P1-P4 (ehrxqa_pipeline/questions/neuralsql/shapes.py), the ways the "
                                 "authors' published executor runs func_vqa; any other shape fails the release.")
     def _check(pipeline_config: PipelineConfig) -> dg.AssetCheckResult:
-        counts, refused = shape_counts(_released(pipeline_config.settings(), which))
+        settings = pipeline_config.settings()
+        counts, refused = shape_counts(_released(settings, which), ParseStore(settings.neuralsql_parse_store))
         return dg.AssetCheckResult(
             passed=not refused, severity=dg.AssetCheckSeverity.ERROR,
             description=f"{len(refused)} queries outside the published shapes; per shape: {counts}",

@@ -25,8 +25,8 @@ QUESTION_KEYS = {side: dg.AssetKey([names.MIMIC_CXR_VQA, side]) for side in SIDE
 VOCABULARY_KEY = dg.AssetKey([names.MIMIC_CXR_VQA, "vocabulary"])
 STATS_KEY = dg.AssetKey([names.MIMIC_CXR_VQA, "statistics"])
 RELEASE_KEY = dg.AssetKey([names.RELEASE, "mimic_cxr_vqa"])
-SPLIT_NAMES = ("train", "valid", "test")
-SIDE_SPLITS = {"silver": "train and valid", "gold": "test"}
+SPLIT_NAMES = names.DATASET_SPLITS
+SIDE_SPLITS = {side: " and ".join(splits) for side, splits in names.SIDE_SPLITS.items()}  # in descriptions
 MIN_QUESTIONS_FOR_ENTROPY = 20  # below this, one question more or less swings the entropy comparison
 ENTROPY_SCHEMA = load_contract("mimic_cxr_vqa.answer_entropy").polars_schema()
 COMMON = dict(automation_condition=ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"])

@@ -17,6 +17,11 @@ RELEASE = "release"
 GROUPS = (SOURCES, INGEST, CXR_COHORT, CXR_LABELS, SPLITS, MIMIC_CXR_VQA, EHR_DB, EHRXQA, PARAPHRASE,
           VQA_SCORING, RELEASE)
 
+# The dataset splits, in release order: train and valid come from the silver labels, test from the gold ones
+# (the two "sides" of the graph)
+DATASET_SPLITS = ("train", "valid", "test")
+SIDE_SPLITS = {"silver": ("train", "valid"), "gold": ("test",)}
+
 SEMANTICS = "semantics"  # the Chest ImaGenome semantics files, observed as one source
 PARAPHRASE_REVIEW = "paraphrase_review"  # the reviewers' decisions file (paraphrases/reviewed.csv), observed
 

@@ -65,12 +65,15 @@ def test_full_build_green(built):
     derived = {t for t in tables if t.split(".")[0].endswith("_build")
                or (t.startswith("ingest.") and t.endswith("_rejected"))}
     assert tables - derived == {t for c in all_contracts() for _, t in c.tables}
-    # the consistency checks' worker processes kept every EHRXQA item's NeuralSQL parse (its scores read them)
+    # the consistency checks' worker processes kept every EHRXQA item's NeuralSQL parse (its scores read them),
+    # the release's shape checks the shape of every released query that calls func_vqa
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
-        queries = con.execute(f"SELECT count(DISTINCT neural_sql) FROM (SELECT neural_sql FROM ehrxqa.silver UNION "
-                              f"ALL SELECT neural_sql FROM ehrxqa.gold) WHERE neural_sql <> '{NULL_QUERY}'").fetchone()
+        queries = con.execute(f"SELECT count(DISTINCT neural_sql), count(DISTINCT neural_sql) FILTER (WHERE "
+                              "neural_sql ILIKE '%func_vqa%') FROM (SELECT neural_sql FROM ehrxqa.silver UNION ALL "
+                              f"SELECT neural_sql FROM ehrxqa.gold) WHERE neural_sql <> '{NULL_QUERY}'").fetchone()
     with sqlite3.connect(settings.neuralsql_parse_store) as con:
-        assert con.execute("SELECT count(*) FROM parses").fetchone() == queries
+        assert con.execute("SELECT count(*) FILTER (WHERE kind = 'parse'), count(*) FILTER (WHERE kind = 'shape') "
+                           "FROM results").fetchone() == queries
 
 
 def test_every_step_reads_only_what_it_declares(built):

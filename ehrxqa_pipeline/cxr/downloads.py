@@ -21,11 +21,12 @@ import polars as pl
 
 from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.cxr.integrity import candidates_sql
+from ehrxqa_pipeline.names import DATASET_SPLITS
 from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, MIMIC_CXR, image_relpath_sql
 
 OUT_DIR = "images"  # below EHRXQA_HOME/release
 BUILD_LIST = "build"
-SPLITS = ("train", "valid", "test")
+SPLITS = DATASET_SPLITS
 COLUMNS = ("dicom_id", "subject_id", "study_id", "relpath")
 README = "README.md"
 

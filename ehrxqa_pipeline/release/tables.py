@@ -18,8 +18,9 @@ from pathlib import Path
 
 from ehrxqa_pipeline.markdown import table
 from ehrxqa_pipeline.atomic import write_text
+from ehrxqa_pipeline.names import DATASET_SPLITS
 
-SPLITS = ("train", "valid", "test")
+SPLITS = DATASET_SPLITS
 VQA_DIR, EHRXQA_DIR, OUT_DIR = "mimic-cxr-vqa", "ehrxqa", "statistics"
 TOP_ANSWERS = 10  # answers per split in the markdown table (the JSON keeps them all)
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}( \d{2}:\d{2}(:\d{2})?)?$")

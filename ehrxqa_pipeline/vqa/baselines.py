@@ -27,13 +27,14 @@ from collections.abc import Iterable
 
 import polars as pl
 
+from ehrxqa_pipeline.names import SIDE_SPLITS
 from ehrxqa_pipeline.questions.neuralsql.errors import OracleQuestionError
 from ehrxqa_pipeline.questions.neuralsql.oracle import QuestionInverter
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import Answer, ImageRef
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import phrasing_expr
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES, get_template, question_expr
 
-FIT_SPLITS = ("train", "valid")
+FIT_SPLITS = SIDE_SPLITS["silver"]
 _LIST = pl.List(pl.String)
 _SPACES = re.compile(r"\s+")
 

@@ -35,7 +35,7 @@ def test_kept_parses_are_read_instead_of_parsed_and_give_the_same_answers(db_pat
     expected = _answers(db_path, oracle, None)
     assert _answers(db_path, oracle, ParseStore(path)) == expected
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT count(*) FROM parses").fetchone() == (len(QUERIES),)
+        assert con.execute("SELECT kind, count(*) FROM results GROUP BY 1").fetchall() == [("parse", len(QUERIES))]
     parser._parse.cache_clear()
     monkeypatch.setattr(parser, "_parse_one", lambda text: pytest.fail(f"parsed: {text}"))
     assert _answers(db_path, oracle, ParseStore(path)) == expected  # a later process: nothing parsed
@@ -48,7 +48,8 @@ def test_kept_parse_equals_a_fresh_parse_field_by_field(db_path, tmp_path):
     ex = NeuralSqlExecutor(db_path, parse_store=ParseStore(tmp_path / "p.sqlite"))
     ex.parse_many(QUERIES)
     stored = ParseStore(tmp_path / "p.sqlite").get(
-        store_module.options_digest(ex.tables, ex.functions, ex.hidden_tables, True), QUERIES)
+        "parse", store_module.options_digest(ex.tables, ex.functions, ex.hidden_tables, True), QUERIES)
+    stored = {q: store_module.from_json(text) for q, text in stored.items()}
     assert stored == {q: parser.parse_neuralsql(q, tables=ex.tables, functions=ex.functions,
                                                 hidden_tables=ex.hidden_tables) for q in QUERIES}
     assert any(p.calls for p in stored.values()) and any(p.ordered for p in stored.values())
@@ -60,18 +61,22 @@ def test_another_parser_or_database_never_reads_a_kept_parse(db_path, tmp_path, 
     ex = NeuralSqlExecutor(db_path, parse_store=store)
     ex.parse_many(QUERIES)
     options = store_module.options_digest(ex.tables, ex.functions, ex.hidden_tables, True)
-    assert len(store.get(options, QUERIES)) == len(QUERIES)
+    assert len(store.get("parse", options, QUERIES)) == len(QUERIES)
     # a database with another table, or one that lets queries read the answer sheet: other keys
-    assert store.get(store_module.options_digest({*ex.tables, "x"}, ex.functions, ex.hidden_tables, True),
+    assert store.get("parse", store_module.options_digest({*ex.tables, "x"}, ex.functions, ex.hidden_tables, True),
                      QUERIES) == {}
-    assert store.get(store_module.options_digest(ex.tables, ex.functions, (), True), QUERIES) == {}
-    # an edited parser: other keys, and its first write drops the old parser's entries
-    monkeypatch.setattr(store_module, "fingerprint", lambda: "edited")
+    assert store.get("parse", store_module.options_digest(ex.tables, ex.functions, (), True), QUERIES) == {}
+    assert store.get("shape", options, QUERIES) == {}  # another kind
+    # an edited parser: other keys, and its first write drops the old parser's entries, not other kinds'
+    store.put("shape", "s", {QUERIES[0]: "[]"})
+    shape_code = store_module.fingerprint("shape")
+    monkeypatch.setattr(store_module, "fingerprint", lambda kind: f"edited {kind}")
     edited = store_module.options_digest(ex.tables, ex.functions, ex.hidden_tables, True)
-    assert store.get(edited, QUERIES) == {}
-    store.put(edited, {QUERIES[0]: parser.parse_neuralsql(QUERIES[0])})
+    assert store.get("parse", edited, QUERIES) == {}
+    store.put("parse", edited, {QUERIES[0]: store_module.to_json(parser.parse_neuralsql(QUERIES[0]))})
     with sqlite3.connect(tmp_path / "p.sqlite") as con:
-        assert con.execute("SELECT fingerprint, count(*) FROM parses GROUP BY 1").fetchall() == [("edited", 1)]
+        assert con.execute("SELECT kind, fingerprint, count(*) FROM results GROUP BY 1, 2 ORDER BY 1").fetchall() == [
+            ("parse", "edited parse", 1), ("shape", shape_code, 1)]
     ex.close()
 
 
@@ -83,7 +88,7 @@ def test_a_query_that_does_not_parse_is_not_kept_and_fails_in_execute(db_path, o
     with pytest.raises(NeuralSqlError, match="no_such_table"):
         ex.execute(bad)
     with sqlite3.connect(tmp_path / "p.sqlite") as con:
-        assert con.execute("SELECT count(*) FROM parses").fetchone() == (1,)
+        assert con.execute("SELECT count(*) FROM results").fetchone() == (1,)
     ex.close()
 
 
@@ -95,3 +100,26 @@ def test_an_unusable_store_is_named_once_and_the_queries_are_parsed(db_path, ora
     assert _answers(db_path, oracle, ParseStore(path, warn=said.append)) == expected
     assert len(said) == 1 and str(path) in said[0] and "parsed instead" in said[0], said
     assert path.read_bytes().startswith(b"not a SQLite file")  # left as it was
+
+
+def test_a_damaged_entry_is_parsed_again(db_path, oracle, tmp_path):
+    path = tmp_path / "p.sqlite"
+    expected = _answers(db_path, oracle, ParseStore(path))
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE results SET result = 'not json'")
+    assert _answers(db_path, oracle, ParseStore(path)) == expected
+
+
+def test_shapes_are_kept_and_read_back_refusals_included(tmp_path, monkeypatch):
+    from ehrxqa_pipeline.questions.neuralsql import shapes
+
+    refused = f'select func_vqa("{PE_LL}", tb_cxr.study_id) from tb_cxr where tb_cxr.study_id = 1'
+    records = {"test": [{"id": i, "q_tag": "t", "query": q} for i, q in enumerate([*QUERIES, refused, None])]}
+    store = ParseStore(tmp_path / "p.sqlite")
+    expected = shapes.shape_counts(records)
+    assert expected[1] and shapes.shape_counts(records, store) == expected
+    with sqlite3.connect(tmp_path / "p.sqlite") as con:  # the queries that call func_vqa, the refused one too
+        kept = con.execute("SELECT count(*) FROM results WHERE kind = 'shape'").fetchone()[0]
+    assert kept == sum("func_vqa" in q for q in [*QUERIES, refused])
+    monkeypatch.setattr(shapes.sqlglot, "parse_one", lambda *a, **k: pytest.fail("parsed"))
+    assert shapes.shape_counts(records, store) == expected  # read back: nothing parsed

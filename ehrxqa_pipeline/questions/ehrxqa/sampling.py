@@ -43,10 +43,11 @@ import numpy as np
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, ImageFiller
 from ehrxqa_pipeline.questions.ehrxqa.table_pools import empty_pool_reason as table_empty_pool_reason
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import unanswerable_items
+from ehrxqa_pipeline.names import DATASET_SPLITS, SIDE_SPLITS
 from ehrxqa_pipeline.rng import generator
 
 DATABASES = ("silver", "gold")  # silver: train + valid, gold: test
-SPLITS = ("train", "valid", "test")
+SPLITS = DATASET_SPLITS
 
 
 @dataclass(frozen=True)
@@ -299,7 +300,7 @@ def _unanswerable(files: DatabaseFiles, database: str, seed: int, n: int) -> lis
     return out
 
 
-SPLITS_OF = {"silver": ("train", "valid"), "gold": ("test",)}
+SPLITS_OF = SIDE_SPLITS
 
 
 def _check_templates(templates: Sequence) -> list[int]:

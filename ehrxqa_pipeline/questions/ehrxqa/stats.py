@@ -16,9 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 import polars as pl
 
 from ehrxqa_pipeline.markdown import table
+from ehrxqa_pipeline.names import DATASET_SPLITS
 from ehrxqa_pipeline.questions.ehrxqa import CATALOG
 
-SPLITS = ("train", "valid", "test")
+SPLITS = DATASET_SPLITS
 MODALITIES = {"IMAGE": "image", "TABLE": "table", "MULTIMODAL": "image+table"}  # C9 order
 PATIENT_SCOPES = {"NONE": "none", "SINGLE": "single", "GROUP": "group"}
 C9_ORDER = ("none", "single", "1-image", "2-image", "N-image", "group")

@@ -46,9 +46,10 @@ import polars as pl
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.arguments import argument_spaces, candidates
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import VqaLabels, answers, prepare_labels
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import ARGUMENT_COLUMNS, GENDERS, TEMPLATES, VIEW_POSITIONS, VqaTemplate
+from ehrxqa_pipeline.names import DATASET_SPLITS
 from ehrxqa_pipeline.rng import generator
 
-SPLITS = ("train", "valid", "test")
+SPLITS = DATASET_SPLITS
 # EHRXQA paper, Table B5 (seed 000) / B6 (seed 001): questions per content type and split.
 PAPER_CONTENT_TYPE_COUNTS = {
     "train": {"presence": 109455, "anatomy": 37952, "attribute": 49948, "abnormality": 60692, "size": 16000,

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ehrxqa_pipeline.questions.neuralsql.errors import NeuralSqlError, NeuralSqlExecutionError
-from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore, options_digest
+from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore, from_json, options_digest, to_json
 from ehrxqa_pipeline.questions.neuralsql.parser import (ROWS_FUNCTION, VQA_FUNCTION, ParsedQuery,
                                                         parse_neuralsql)
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import Answer, ImageRef, VqaModule, as_int, ask, resolve_images
@@ -178,7 +178,11 @@ class NeuralSqlExecutor:
         if self.parse_store is None or not todo:
             return
         options = options_digest(self.tables, self.functions, self.hidden_tables, postprocess=True)
-        self._parsed.update(self.parse_store.get(options, todo))
+        for query, text in self.parse_store.get("parse", options, todo).items():
+            try:
+                self._parsed[query] = from_json(text)
+            except (ValueError, TypeError):  # a damaged entry: parsed again below
+                continue
         new = {}
         for query in todo:
             if query not in self._parsed:
@@ -186,7 +190,7 @@ class NeuralSqlExecutor:
                     new[query] = self.parse(query)
                 except NeuralSqlError:
                     continue
-        self.parse_store.put(options, new)
+        self.parse_store.put("parse", options, {q: to_json(p) for q, p in new.items()})
 
     def _run(self, sql: str) -> tuple[list[str], list[tuple]]:
         self._misses, self._udf_error = {}, None

@@ -1,13 +1,15 @@
-"""Parses of NeuralSQL queries kept on disk, shared by processes and builds (``ParseStore``).
+"""What sqlglot made of NeuralSQL queries, kept on disk and shared by processes and builds (``ParseStore``).
 
-A parse (``parser.parse_neuralsql``) is a function of the query text, the names the database knows and the
-parser's code; sqlglot makes it the dearest part of executing a query (about 2 ms). Each build runs every
-EHRXQA item's query in the consistency check, in worker processes, and again in the scores; a rebuild after
-an upstream edit runs the same queries once more. The store keeps each parse under a key of all its inputs,
-the parser's source and sqlglot's version included (``fingerprint``), so a changed parser or database never
-reads an old parse; only queries that parse are kept. It is a SQLite file, which several processes may read
-and write at once. A store that cannot be read or written is left alone: the queries are parsed (the result is
-the same), and the reason is given once to ``warn``.
+Two pure functions of a query's text are kept, each a ``kind``:
+- ``parse``: the executor's parse (``parser.parse_neuralsql``), also a function of the names the database knows;
+  sqlglot makes it the dearest part of executing a query (about 2 ms). Each build runs every EHRXQA item's query
+  in the consistency check, in worker processes, and again in the scores.
+- ``shape``: the published query shape of a released query (``shapes.shape``), checked on every release file.
+A rebuild after an upstream edit meets the same queries once more. Each result is kept under a key of all its
+inputs, its kind's code and sqlglot's version included (``fingerprint``), so an edited parser or another
+database never reads an old result; a kind's entries of other code are dropped when it writes. It is a SQLite
+file, which several processes may read and write at once. A store that cannot be read or written is left
+alone: the queries are parsed (the result is the same), and the reason is given once to ``warn``.
 """
 
 from __future__ import annotations
@@ -23,26 +25,27 @@ from pathlib import Path
 
 from ehrxqa_pipeline.questions.neuralsql.parser import ParsedQuery, VqaCall
 
-TABLE = "parses"
+TABLE = "results"
 BATCH = 500  # keys per lookup statement (SQLite's default limit on bound parameters is 32,766)
+KINDS = {"parse": "parser", "shape": "shapes"}  # kind -> the module of ehrxqa_pipeline.questions.neuralsql
 
 
 @functools.cache
-def fingerprint() -> str:
-    """The parser's code: its module's source and sqlglot's version."""
+def fingerprint(kind: str) -> str:
+    """The code of ``kind``: its module's source and sqlglot's version."""
+    import importlib
+
     import sqlglot
 
-    from ehrxqa_pipeline.questions.neuralsql import parser
-
-    text = Path(parser.__file__).read_bytes() + sqlglot.__version__.encode()
-    return hashlib.sha256(text).hexdigest()
+    module = importlib.import_module(f"ehrxqa_pipeline.questions.neuralsql.{KINDS[kind]}")
+    return hashlib.sha256(Path(module.__file__).read_bytes() + sqlglot.__version__.encode()).hexdigest()
 
 
 def options_digest(tables: Collection[str] | None, functions: Collection[str] | None,
                    hidden_tables: Collection[str], postprocess: bool) -> str:
     """The parse's arguments other than the text (``parse_neuralsql``), with the parser's ``fingerprint``."""
     names = lambda values: None if values is None else sorted({v.lower() for v in values})  # noqa: E731
-    doc = [fingerprint(), names(tables), names(functions), names(hidden_tables), postprocess]
+    doc = [fingerprint("parse"), names(tables), names(functions), names(hidden_tables), postprocess]
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()
 
 
@@ -57,8 +60,9 @@ def from_json(text: str) -> ParsedQuery:
 
 
 class ParseStore:
-    """``get(options, queries)`` -> the kept parses of those queries; ``put(options, parses)`` keeps more.
-    ``options`` is an ``options_digest``. Entries of another parser's ``fingerprint`` are dropped on ``put``."""
+    """``get(kind, options, queries)`` -> the kept results (text) of those queries; ``put(kind, options,
+    results)`` keeps more. ``options`` digests the result's other inputs with its kind's ``fingerprint``
+    (``options_digest`` for parses)."""
 
     def __init__(self, path: str | Path, warn: Callable[[str], None] | None = None):
         self.path, self.broken = Path(path), False
@@ -67,8 +71,8 @@ class ParseStore:
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         con = sqlite3.connect(self.path, timeout=60)  # other processes' writes are short
-        con.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, "
-                    "parse TEXT NOT NULL) WITHOUT ROWID")
+        con.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
+                    "fingerprint TEXT NOT NULL, result TEXT NOT NULL) WITHOUT ROWID")
         return con
 
     def _failed(self, error: Exception) -> None:
@@ -78,11 +82,11 @@ class ParseStore:
         self.broken = True
 
     @staticmethod
-    def _key(options: str, query: str) -> str:
-        return hashlib.sha256(f"{options}\n{query}".encode()).hexdigest()
+    def _key(kind: str, options: str, query: str) -> str:
+        return hashlib.sha256(f"{kind}\n{options}\n{query}".encode()).hexdigest()
 
-    def get(self, options: str, queries: Iterable[str]) -> dict[str, ParsedQuery]:
-        keys = {self._key(options, q): q for q in queries}
+    def get(self, kind: str, options: str, queries: Iterable[str]) -> dict[str, str]:
+        keys = {self._key(kind, options, q): q for q in queries}
         if self.broken or not keys:
             return {}
         found = {}
@@ -91,20 +95,21 @@ class ParseStore:
                 wanted = list(keys)
                 for s in range(0, len(wanted), BATCH):
                     part = wanted[s:s + BATCH]
-                    found.update(con.execute(f"SELECT key, parse FROM {TABLE} WHERE key IN "
+                    found.update(con.execute(f"SELECT key, result FROM {TABLE} WHERE key IN "
                                              f"({', '.join('?' * len(part))})", part).fetchall())
-            return {keys[k]: from_json(v) for k, v in found.items()}
-        except (sqlite3.Error, OSError, ValueError, TypeError) as e:  # unreadable file or row: parse instead
+        except (sqlite3.Error, OSError) as e:  # not a SQLite file, locked for a minute, unreadable: parse instead
             self._failed(e)
             return {}
+        return {keys[k]: v for k, v in found.items()}
 
-    def put(self, options: str, parses: Mapping[str, ParsedQuery]) -> None:
-        if self.broken or not parses:
+    def put(self, kind: str, options: str, results: Mapping[str, str]) -> None:
+        if self.broken or not results:
             return
         try:
             with closing(self._connect()) as con, con:  # one transaction
-                con.execute(f"DELETE FROM {TABLE} WHERE fingerprint <> ?", [fingerprint()])
-                con.executemany(f"INSERT OR IGNORE INTO {TABLE} VALUES (?, ?, ?)",
-                                [(self._key(options, q), fingerprint(), to_json(p)) for q, p in parses.items()])
+                con.execute(f"DELETE FROM {TABLE} WHERE kind = ? AND fingerprint <> ?", [kind, fingerprint(kind)])
+                con.executemany(f"INSERT OR IGNORE INTO {TABLE} VALUES (?, ?, ?, ?)",
+                                [(self._key(kind, options, q), kind, fingerprint(kind), r)
+                                 for q, r in results.items()])
         except (sqlite3.Error, OSError) as e:
             self._failed(e)

@@ -20,8 +20,12 @@ saying where a func_vqa call sits outside these shapes. Parsed with sqlglot's SQ
 
 from __future__ import annotations
 
+import json
+
 import sqlglot
 from sqlglot import expressions as exp
+
+from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore, fingerprint
 
 SHAPES = ("P1", "P2", "P3", "P4")
 
@@ -150,19 +154,43 @@ def shape(query: str) -> str:
     raise ShapeError("func_vqa is used outside the published shapes P1-P4 (e.g. directly in a where over tb_cxr)")
 
 
-def shape_counts(records: dict[str, list[dict]]) -> tuple[dict[str, int], list[dict]]:
+def shape_counts(records: dict[str, list[dict]], store: ParseStore | None = None
+                 ) -> tuple[dict[str, int], list[dict]]:
     """(records per shape, refusals) over release records by split: every query that calls func_vqa must be
-    one of P1-P4; a refusal names the split, id, q_tag and why. Unanswerable items (query null) are skipped."""
+    one of P1-P4; a refusal names the split, id, q_tag and why. Unanswerable items (query null) are skipped.
+    ``store``: each query's shape (or refusal) kept between builds (``parse_store``; same results)."""
+    known = _shapes([r["query"] for items in records.values() for r in items if r.get("query") is not None], store)
     counts: dict[str, int] = {}
     refused: list[dict] = []
     for split, items in records.items():
         for r in items:
             if r.get("query") is None:
                 continue
-            try:
-                name = shape(r["query"])
-            except ShapeError as err:
-                refused.append({"split": split, "id": r.get("id"), "q_tag": r.get("q_tag"), "reason": str(err)})
-                name = "refused"
+            name, reason = known[r["query"]]
+            if reason is not None:
+                refused.append({"split": split, "id": r.get("id"), "q_tag": r.get("q_tag"), "reason": reason})
             counts[name] = counts.get(name, 0) + 1
     return dict(sorted(counts.items())), refused
+
+
+def _shapes(queries: list[str], store: ParseStore | None) -> dict[str, tuple[str, str | None]]:
+    """query -> (shape, None) or ("refused", why); those that call func_vqa (the parsed ones) read from and
+    added to ``store``."""
+    options, out, new = fingerprint("shape"), {}, {}
+    unique = list(dict.fromkeys(queries))
+    kept = {} if store is None else store.get("shape", options, [q for q in unique if "func_vqa" in q.lower()])
+    for query in unique:
+        try:
+            out[query] = tuple(json.loads(kept[query]))
+            continue
+        except (KeyError, ValueError, TypeError):  # not kept (or a damaged entry): worked out here
+            pass
+        try:
+            out[query] = (shape(query), None)
+        except ShapeError as err:
+            out[query] = ("refused", str(err))
+        if "func_vqa" in query.lower():
+            new[query] = json.dumps(out[query])
+    if store is not None:
+        store.put("shape", options, new)
+    return out
