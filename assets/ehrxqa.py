@@ -10,7 +10,8 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE, WITH_ITS_ASSET, with_its_asset_only
+from assets.automation import (DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE, RELEASE_ON_CHANGE, WITH_ITS_ASSET,
+                               with_its_asset_only)
 from assets.metadata import records_metadata, table_metadata
 from assets.ehr_db import DB_KEYS, database_dir
 from assets.paraphrase import POOLS_KEY
@@ -36,6 +37,10 @@ STATS_KEY = dg.AssetKey([names.EHRXQA, "statistics"])
 RELEASE_KEYS = {which: dg.AssetKey([names.RELEASE, names.EHRXQA, which]) for which in DATABASES}
 SCHEMA = names.EHRXQA
 COMMON = dict(automation_condition=ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"])
+# What writes release files (the statistics, the record files) waits, as every release asset does, until nothing
+# upstream is out of date; `build --changed` then runs it in the round of the items it reads (cli.build:
+# release_tail), not in a round of its own after them.
+RELEASE_COMMON = {**COMMON, "automation_condition": RELEASE_ON_CHANGE}
 REPORT_SCHEMA = load_contract("ehrxqa.sampling_report").polars_schema()
 SHOW_MISMATCHES = 5
 MAX_AUTO_WORKERS = 4  # sampling and the check are CPU-bound Python + SQLite: one process per core
@@ -210,7 +215,7 @@ CONSISTENCY_CHECKS = [_consistency_check(which) for which in DATABASES]
                       "and one row per template with its counts and sampling outcome (draws, why fewer than the "
                       "cap). Source: ehrxqa.{silver,gold} and their sampling reports. Files: "
                       "EHRXQA_HOME/release/ehrxqa/"
-                      "statistics.{md,json}.", **COMMON)
+                      "statistics.{md,json}.", **RELEASE_COMMON)
 def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
     everything = _questions(warehouse, "split, id, template_index, scope")
     impossible = everything["template_index"].is_in(list(UNANSWERABLE_BY_INDEX))
@@ -249,7 +254,7 @@ def _release_asset(which: str) -> dg.AssetsDefinition:
                           f"in the question), one file per split: EHRXQA_HOME/release/ehrxqa/{{{files}}}.json (indent "
                           "4). question = a phrasing of the template's pool side (train / valid+test) filled with the "
                           f"words the item was sampled with (ehrxqa.{which}.fills); templates without a pool keep "
-                          f"the filled template. Source: ehrxqa.{which}, paraphrase.pools.", **COMMON)
+                          f"the filled template. Source: ehrxqa.{which}, paraphrase.pools.", **RELEASE_COMMON)
     def _asset(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
                warehouse: Warehouse) -> dg.MaterializeResult:
         frame = _questions(warehouse, databases=(which,))
