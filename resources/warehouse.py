@@ -54,7 +54,7 @@ def kept_open() -> Iterator[None]:
     """Inside, the warehouse stays open in this process: the first ``Warehouse.connect`` opens one more
     connection, closed on leaving, and every later ``connect`` attaches to the open database (0.2 ms) instead of
     opening the file (about 30 ms: DuckDB reads the catalog of ~200 tables; a step or check connects once or
-    twice, a demo build about 170 times). `ehrxqa build` holds it around each run it executes in its own
+    twice, a small test build about 200 times). `ehrxqa build` holds it around each run it executes in its own
     process, whose steps run one after another there. Meanwhile nothing else in the process may open the file
     with other settings (DuckDB refuses, e.g. read-only), and no other process may open it: as while a step
     holds it, for the length of a run. Nothing is opened for a run that does not touch the warehouse."""
