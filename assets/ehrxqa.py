@@ -22,7 +22,7 @@ from ehrxqa_pipeline.questions.ehrxqa import CATALOG, stats
 from ehrxqa_pipeline.questions.ehrxqa.records import (STORED_SCHEMA, build_records, catalog_rows, check_stored,
                                                       stored_frame, write_json, write_release)
 from ehrxqa_pipeline.questions.ehrxqa.resolved import check_resolved
-from ehrxqa_pipeline.questions.ehrxqa.sampling import (DATABASES, SPLITS, SPLITS_OF, DatabaseFiles, SamplingCaps,
+from ehrxqa_pipeline.questions.ehrxqa.sampling import (DATABASES, SPLITS, DatabaseFiles, SamplingCaps,
                                                        sample_database)
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
 from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore
@@ -169,7 +169,7 @@ def _questions_asset(which: str) -> dg.AssetsDefinition:
                                   f"{which}_sampling_config": settings_used})
         none = [f"{i} {db}: {why}" for i, db, why in
                 reports.filter(pl.col("kept") == 0).select("template_index", "database", "reason").iter_rows()]
-        per_split = {s: frame.filter(pl.col("split") == s).height for s in SPLITS_OF[which]}
+        per_split = {s: frame.filter(pl.col("split") == s).height for s in names.SIDE_SPLITS[which]}
         per_scope = {f"{scope}/{split}": n for scope, split, n in
                      frame.group_by("scope", "split").len().sort("scope", "split").iter_rows()}
         content = frame.write_csv() + reports.write_csv() + settings_used.write_csv()
@@ -243,7 +243,7 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
 def _release_asset(which: str) -> dg.AssetsDefinition:
     """release/ehrxqa/<which>: the release files of one database's splits (silver: train and valid, gold: test),
     so an edit on one side rewrites and re-checks that side's files only (issue 23)."""
-    splits = SPLITS_OF[which]
+    splits = names.SIDE_SPLITS[which]
     files = ",".join(splits)
 
     @dg.asset(key=RELEASE_KEYS[which], group_name=names.RELEASE, code_version="5",
@@ -282,7 +282,7 @@ def _release_asset(which: str) -> dg.AssetsDefinition:
 
 def _released(settings, which: str) -> dict[str, list[dict]]:
     out = settings.release_dir / "ehrxqa"
-    return {s: json.loads((out / f"{s}.json").read_text()) for s in SPLITS_OF[which]}
+    return {s: json.loads((out / f"{s}.json").read_text()) for s in names.SIDE_SPLITS[which]}
 
 
 def _resolved_check(which: str) -> dg.AssetChecksDefinition:

@@ -26,7 +26,6 @@ VOCABULARY_KEY = dg.AssetKey([names.MIMIC_CXR_VQA, "vocabulary"])
 STATS_KEY = dg.AssetKey([names.MIMIC_CXR_VQA, "statistics"])
 RELEASE_KEY = dg.AssetKey([names.RELEASE, "mimic_cxr_vqa"])
 SPLIT_NAMES = names.DATASET_SPLITS
-SIDE_SPLITS = {side: " and ".join(splits) for side, splits in names.SIDE_SPLITS.items()}  # in descriptions
 MIN_QUESTIONS_FOR_ENTROPY = 20  # below this, one question more or less swings the entropy comparison
 ENTROPY_SCHEMA = load_contract("mimic_cxr_vqa.answer_entropy").polars_schema()
 COMMON = dict(automation_condition=ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"])
@@ -52,7 +51,7 @@ def questions_and_images(con) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def _questions_asset(side: str) -> dg.AssetsDefinition:
-    key = QUESTION_KEYS[side]
+    key, splits = QUESTION_KEYS[side], names.SIDE_SPLITS[side]
 
     @dg.asset(key=key, group_name=names.MIMIC_CXR_VQA, code_version="2", kinds={"duckdb", "polars"},
               deps=[SPLIT_KEYS[side], LABEL_KEYS[side], ONTOLOGY_KEY],
@@ -65,7 +64,7 @@ def _questions_asset(side: str) -> dg.AssetsDefinition:
                                              description="Per template, balanced answers are at least as "
                                                          "diverse as a uniform-random sample of the pool.")],
               description=f"Grain: one row per sampled (image, template, arguments) with its answer, for the "
-                          f"{SIDE_SPLITS[side]} split{'s' if side == 'silver' else ''} ({side} images and labels). "
+                          f"{' and '.join(splits)} split{'s' if len(splits) > 1 else ''} ({side} images and labels). "
                           "Arguments from ontology-valid combinations; per template the answer distribution is "
                           "balanced (entropy), each template at most once per image, rarely used images "
                           "favoured; every split draws from its own generators, so one side is sampled without "

@@ -29,10 +29,10 @@ from ehrxqa_pipeline import atomic
 from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, Mismatch, check_items
 from ehrxqa_pipeline.questions.ehrxqa.item import RESOLVED_KEYS
-from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore
 from ehrxqa_pipeline.questions.ehrxqa.sampling import SPLITS, DatabaseFiles, Sample, run_parallel
 from ehrxqa_pipeline.questions.ehrxqa.stats import modality, scope_axes
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
+from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore
 
 DB_ID = "mimic_iv_cxr"
 PARA_TYPE = "none"  # no paraphrase yet: question == template

@@ -40,10 +40,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ehrxqa_pipeline.names import DATASET_SPLITS, SIDE_SPLITS
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, ImageFiller
 from ehrxqa_pipeline.questions.ehrxqa.table_pools import empty_pool_reason as table_empty_pool_reason
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import unanswerable_items
-from ehrxqa_pipeline.names import DATASET_SPLITS, SIDE_SPLITS
 from ehrxqa_pipeline.rng import generator
 
 DATABASES = ("silver", "gold")  # silver: train + valid, gold: test
@@ -300,8 +300,6 @@ def _unanswerable(files: DatabaseFiles, database: str, seed: int, n: int) -> lis
     return out
 
 
-SPLITS_OF = SIDE_SPLITS
-
 
 def _check_templates(templates: Sequence) -> list[int]:
     index = sorted(t.index for t in templates)
@@ -335,7 +333,7 @@ def sample_database(files: DatabaseFiles, database: str, seed: int, caps: Sampli
     for got, reps in run_parallel(_sample_chunk, jobs, workers, done):
         items.update(got)
         reports.update({r.template_index: r for r in reps})
-    per_split: dict[str, list[SampledItem]] = {s: [] for s in SPLITS_OF[database]}
+    per_split: dict[str, list[SampledItem]] = {s: [] for s in SIDE_SPLITS[database]}
     for i in index:
         for split, kept in _distribute(database, items[i], generator(seed, f"ehrxqa.split.{i}"), caps).items():
             per_split[split] += kept
@@ -343,7 +341,7 @@ def sample_database(files: DatabaseFiles, database: str, seed: int, caps: Sampli
         for split, kept in _distribute(database, _unanswerable(files, database, seed, caps.unanswerable),
                                        generator(seed, "ehrxqa.split.unanswerable"), caps).items():
             per_split[split] += kept
-    return Sample([x for s in SPLITS_OF[database] for x in per_split[s]], [reports[i] for i in index])
+    return Sample([x for s in SIDE_SPLITS[database] for x in per_split[s]], [reports[i] for i in index])
 
 
 def sample_ehrxqa(silver: DatabaseFiles, gold: DatabaseFiles, seed: int, caps: SamplingCaps = SamplingCaps(),

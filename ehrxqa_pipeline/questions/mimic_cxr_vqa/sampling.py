@@ -43,10 +43,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from ehrxqa_pipeline.names import DATASET_SPLITS
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.arguments import argument_spaces, candidates
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import VqaLabels, answers, prepare_labels
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import ARGUMENT_COLUMNS, GENDERS, TEMPLATES, VIEW_POSITIONS, VqaTemplate
-from ehrxqa_pipeline.names import DATASET_SPLITS
 from ehrxqa_pipeline.rng import generator
 
 SPLITS = DATASET_SPLITS

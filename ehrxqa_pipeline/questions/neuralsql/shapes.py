@@ -178,7 +178,8 @@ def _shapes(queries: list[str], store: ParseStore | None) -> dict[str, tuple[str
     added to ``store``."""
     options, out, new = fingerprint("shape"), {}, {}
     unique = list(dict.fromkeys(queries))
-    kept = {} if store is None else store.get("shape", options, [q for q in unique if "func_vqa" in q.lower()])
+    parsed = {q for q in unique if "func_vqa" in q.lower()}  # shape() names the others 'table' unparsed
+    kept = {} if store is None else store.get("shape", options, parsed)
     for query in unique:
         try:
             out[query] = tuple(json.loads(kept[query]))
@@ -189,7 +190,7 @@ def _shapes(queries: list[str], store: ParseStore | None) -> dict[str, tuple[str
             out[query] = (shape(query), None)
         except ShapeError as err:
             out[query] = ("refused", str(err))
-        if "func_vqa" in query.lower():
+        if query in parsed:
             new[query] = json.dumps(out[query])
     if store is not None:
         store.put("shape", options, new)
