@@ -13,6 +13,7 @@ from ehrxqa_pipeline.cli.build import build, materialize
 from ehrxqa_pipeline.config import Settings
 from ehrxqa_pipeline import definitions
 from ehrxqa_pipeline.definitions import defs
+from tests.instances import instance_for_test
 from tests.build_settings import FEW_PARAPHRASES
 
 # EHRXQA sampling at full caps takes minutes; these tests are about the graph, not the dataset size.
@@ -302,7 +303,7 @@ def fresh_release(tmp_path_factory, *, silver_as_zip: bool = True) -> dict[str, 
     (tmp / "dagster").mkdir()
     (tmp / "home" / "cache").mkdir(parents=True)  # the sentence-embedding cache memoises a function of the text
     shutil.copy(current.cache_dir / "embeddings.duckdb", tmp / "home" / "cache" / "embeddings.duckdb")
-    with pytest.MonkeyPatch.context() as mp, dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
+    with pytest.MonkeyPatch.context() as mp, instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
         mp.setenv("EHRXQA_HOME", str(tmp / "home"))
         mp.setenv("EHRXQA_SOURCE_ROOT", str(tmp / "elsewhere" / "source"))
         settings = Settings.resolve()

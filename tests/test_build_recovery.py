@@ -14,6 +14,7 @@ import pytest
 from assets.automation import OBSERVE_SOURCES, ON_CHANGE, RELEASE_ON_CHANGE
 from ehrxqa_pipeline.cli.build import build, format_summary
 from ehrxqa_pipeline.config import Settings
+from tests.instances import instance_for_test
 
 STATE = {"check_passes": True}
 
@@ -60,7 +61,7 @@ def _materialized(summary) -> set[str]:
 def test_changed_after_a_killed_build_materializes_what_it_never_reached(tmp_path):
     settings = Settings.resolve(home=str(tmp_path))
     STATE["check_passes"] = True
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         job = DEFS.resolve_implicit_global_asset_job_def()
         assert job.execute_in_process(instance=instance,
                                       asset_selection=[dg.AssetKey(k) for k in KILLED_RUN]).success
@@ -80,7 +81,7 @@ def test_changed_after_a_kill_between_an_asset_and_its_blocking_check(tmp_path):
     `--changed` materializes ``upper`` again with its check, then the rest (before: a KeyError on ``upper``)."""
     settings = Settings.resolve(home=str(tmp_path))
     STATE["check_passes"] = True
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         job = DEFS.resolve_implicit_global_asset_job_def()
         keys = {dg.AssetKey(k) for k in KILLED_RUN[:2]}
         assert job.get_subset(asset_selection=keys, asset_check_selection=set()).execute_in_process(
@@ -97,7 +98,7 @@ def test_changed_after_a_kill_between_an_asset_and_its_blocking_check(tmp_path):
 @pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process, build): not in `make test-fast`
 def test_changed_never_runs_past_a_failed_blocking_check_and_names_what_is_missing(tmp_path):
     settings = Settings.resolve(home=str(tmp_path))
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         job = DEFS.resolve_implicit_global_asset_job_def()
         STATE["check_passes"] = False
         job.execute_in_process(instance=instance, asset_selection=[dg.AssetKey(k) for k in KILLED_RUN[:2]],

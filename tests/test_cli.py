@@ -10,6 +10,7 @@ import pytest
 from ehrxqa_pipeline.cli import main
 from ehrxqa_pipeline.sources.readers import resolve
 from ehrxqa_pipeline.sources.schema import DEMO_MANIFEST, IMAGENOME, SEMANTICS_UMLS, release_path
+from tests.instances import instance_for_test
 from tests.textfiles import edit
 
 UMLS_FILE = release_path(IMAGENOME, SEMANTICS_UMLS)
@@ -159,7 +160,7 @@ def test_instance_pools_have_explicit_limits(tmp_path):
 
     assert yaml.safe_load(DAGSTER_YAML)["concurrency"]["pools"]["default_limit"] == 1
     assert POOL_LIMITS == {"duckdb": 1, "gpu": 1, "llm": 1}
-    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+    with instance_for_test(temp_dir=str(tmp_path)) as instance:
         configure_pools(instance)
         configure_pools(instance)  # idempotent
         for pool, limit in POOL_LIMITS.items():
@@ -244,6 +245,22 @@ PRIVATE_USES = {
     "dagster._core.definitions.asset_daemon_cursor:AssetDaemonCursor": (),
     "dagster._serdes:deserialize_value": (),
     "dagster._serdes:serialize_value": (),
+    "dagster._core.storage.base_storage:DagsterStorage": (),
+    "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage": ("base_dir", "inst_data"),
+    "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage._connect": ("shard",),
+    "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage._initdb": ("engine",),
+    "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage.conn_string_for_shard": (
+        "shard_name",),
+    "dagster._core.storage.runs.sqlite.sqlite_run_storage:SqliteRunStorage": ("conn_string", "inst_data"),
+    "dagster._core.storage.runs.sqlite.sqlite_run_storage:SqliteRunStorage.connect": (),
+    "dagster._core.storage.schedules.sqlite.sqlite_schedule_storage:SqliteScheduleStorage": ("conn_string",
+                                                                                              "inst_data"),
+    "dagster._core.storage.schedules.sqlite.sqlite_schedule_storage:SqliteScheduleStorage.connect": (),
+    "dagster._core.storage.sqlite:SQLITE_BUSY_TIMEOUT_SECONDS": (),
+    "dagster._core.storage.sqlite_storage:DagsterSqliteStorage": ("base_dir", "inst_data"),
+    "dagster._core.storage.sqlite_storage:_event_logs_directory": (),
+    "dagster._core.storage.sqlite_storage:_runs_directory": (),
+    "dagster._core.storage.sqlite_storage:_schedule_directory": (),
 }
 
 
@@ -266,7 +283,8 @@ def test_the_private_dagster_api_is_as_this_module_uses_it():
 
     from ehrxqa_pipeline.cli import dagster_private
 
-    assert _private_imports(Path(dagster_private.__file__)) == set(PRIVATE_USES)
+    imported = {module + ":" + name.split(".")[0] for module, name in (u.split(":") for u in PRIVATE_USES)}
+    assert _private_imports(Path(dagster_private.__file__)) == imported
     for use, keywords in [*PRIVATE_USES.items(), ("dagster:DagsterInstance.create_run_for_job", (
             "job_def", "run_config", "tags", "asset_selection", "execution_plan", "remote_job_origin",
             "job_code_origin"))]:

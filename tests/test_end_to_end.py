@@ -24,6 +24,7 @@ from ehrxqa_pipeline.questions.neuralsql.shapes import shape_counts
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES
 from ehrxqa_pipeline.release import manifest as release_manifest
 from resources import default_resources
+from tests.instances import instance_for_test
 from tests.ehrxqa.test_stats import C9_ROW
 from tests.build_settings import FEW_PARAPHRASES
 from tests.questions import expected_answer
@@ -52,7 +53,7 @@ def built(tmp_path_factory):
     for name, count in FEW_PARAPHRASES.items():
         mp.setenv(name, count)
     (tmp / "dagster").mkdir()
-    with dg.instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
+    with instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
         settings = Settings.resolve()
         # only the JPEGs of the build's download list are there (the list the build writes first, from the
         # metadata and the gold file alone: ehrxqa_pipeline.cxr.downloads; its asset is checked below)

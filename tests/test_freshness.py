@@ -5,6 +5,7 @@ import dagster as dg
 import pytest
 
 from assets.freshness import out_of_date
+from tests.instances import instance_for_test
 
 pytestmark = pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process): not in `make test-fast`
 
@@ -41,7 +42,7 @@ def run(instance, *keys):
 
 
 def test_out_of_date_names_the_cause_and_the_blocking_check():
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         assert set(out_of_date(DEFS, instance)) == {"a", "b", "c"}  # never materialized
         assert "never materialized" in out_of_date(DEFS, instance)["a"]
         run(instance, "a", "b", "c")
@@ -67,7 +68,7 @@ def test_out_of_date_names_the_cause_and_the_blocking_check():
 
 
 def test_a_code_version_change_is_out_of_date():
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         STATE.update(a=1, check_passes=True)
         run(instance, "a", "b", "c")
         bumped = dg.Definitions(assets=[a, b.map_asset_specs(lambda s: s.replace_attributes(code_version="2")), c],

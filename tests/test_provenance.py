@@ -10,6 +10,7 @@ import dagster as dg
 import pytest
 
 from ehrxqa_pipeline.hashing import FileChangedError, HashCache, combine, file_digest
+from tests.instances import instance_for_test
 
 TABLE = "patients"
 
@@ -83,7 +84,7 @@ def test_manifest_names_the_version_ingestion_read(source_copy, tmp_path):
     path = origin(layout, TABLE)
     read = combine(file_digest(path))
     defs, asset = _defs(source, home)
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         job = defs.resolve_implicit_global_asset_job_def()
         assert job.execute_in_process(instance=instance, asset_selection=[SOURCE_KEYS[TABLE], asset.key]).success
         event = instance.get_latest_materialization_event(asset.key).asset_materialization
@@ -132,7 +133,7 @@ def test_a_source_file_that_changes_while_it_is_ingested_fails_the_step(source_c
 
     monkeypatch.setattr(ingest_module, "ingest_table", ingest_while_copied)
     defs, asset = _defs(source, home)
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
             instance=instance, asset_selection=[asset.key], raise_on_error=False)
         assert not result.success
@@ -158,7 +159,7 @@ def test_the_semantics_version_is_the_one_the_ontology_read(source_copy, tmp_pat
     paths = list(semantics_paths(Settings.resolve(home=str(home), source_root=str(source)).layout()))
     read = combine(*(file_digest(p) for p in paths))
     config = PipelineConfig(home=str(home), source_root=str(source))
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         assert dg.materialize([ontology], instance=instance, resources={
             "pipeline_config": config, "warehouse": Warehouse(config=config)}).success
         meta = instance.get_latest_materialization_event(ontology.key).asset_materialization.metadata

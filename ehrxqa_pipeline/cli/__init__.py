@@ -14,18 +14,31 @@ from pathlib import Path
 from ehrxqa_pipeline.config import HOME_ENV, SOURCE_ENV, Settings, check_environment, check_home
 from ehrxqa_pipeline.sources.layout import VERSIONS_ENV
 
-DAGSTER_YAML = """\
-# Written by `ehrxqa`; the instance of this EHRXQA_HOME.
-telemetry:
-  enabled: false
-nux:
-  enabled: false       # no first-visit newsletter modal in the UI
+# The instance of an EHRXQA_HOME, in blocks: prepare_instance adds a block missing from a dagster.yaml that an
+# older `ehrxqa` wrote (a block of the user's own under that name stays as it is).
+DAGSTER_YAML_BLOCKS = {
+    "telemetry": "telemetry:\n  enabled: false\n",
+    "nux": "nux:\n  enabled: false       # no first-visit newsletter modal in the UI\n",
+    "concurrency": """\
 concurrency:
   pools:
     default_limit: 1   # any pool without its own limit: one step at a time across runs
 # The pools `duckdb` (single writer), `gpu` and `llm` get explicit limits of 1 in the instance database
 # (ehrxqa_pipeline/cli/instance.py POOL_LIMITS); change them with `dagster instance concurrency set POOL N`.
-"""
+""",
+    "storage": """\
+# Dagster's SQLite storage (the same files under DAGSTER_HOME) with its connections kept open between uses
+storage:
+  custom:
+    module: ehrxqa_pipeline.cli.dagster_private
+    class: PooledSqliteStorage
+    config:
+      base_dir:
+        env: DAGSTER_HOME
+""",
+}
+_STORAGE_KEYS = ("storage", "run_storage", "event_log_storage", "schedule_storage")  # a user's storage of any form
+DAGSTER_YAML = "# Written by `ehrxqa`; the instance of this EHRXQA_HOME.\n" + "".join(DAGSTER_YAML_BLOCKS.values())
 
 
 def _settings(args, home_check: bool = True) -> Settings:
@@ -66,10 +79,13 @@ def prepare_instance(settings: Settings) -> None:
     cfg = settings.dagster_home / "dagster.yaml"
     from ehrxqa_pipeline.atomic import write_text
 
-    if not cfg.exists():
+    text = cfg.read_text() if cfg.exists() else ""
+    missing = [block for name, block in DAGSTER_YAML_BLOCKS.items()
+               if not any(f"\n{key}:" in "\n" + text for key in (_STORAGE_KEYS if name == "storage" else (name,)))]
+    if not text:
         write_text(cfg, DAGSTER_YAML)
-    elif "\nnux:" not in "\n" + cfg.read_text():  # an instance written before the UI modal was turned off
-        write_text(cfg, cfg.read_text().rstrip("\n") + "\nnux:\n  enabled: false\n")
+    elif missing:
+        write_text(cfg, text.rstrip("\n") + "\n" + "".join(missing))
     settings.export()
 
 

@@ -13,6 +13,7 @@ import assets.paraphrase as para
 from ehrxqa_pipeline.paraphrase import rules
 from ehrxqa_pipeline.paraphrase.templates import all_templates
 from resources import LLMResource, PipelineConfig, Warehouse
+from tests.instances import instance_for_test
 from tests.paraphrase.server import ChatServer, completion, question_of
 
 pytestmark = pytest.mark.slow  # Dagster runs of the paraphrase group: not in `make test-fast`
@@ -88,7 +89,7 @@ def test_llm_build_then_cache_hits_send_nothing(home):
         t = next(t for t in all_templates() if t.text == question_of(prompt))
         return completion("\n".join(f"{i}. {v}" for i, v in enumerate(rules.variants(t)[:6], 1)))
 
-    with ChatServer(default=answer) as server, dg.instance_for_test() as instance:
+    with ChatServer(default=answer) as server, instance_for_test() as instance:
         llm = LLMResource(base_url=server.base_url, model="test-model", backoff_s=0.01, timeout_s=10)
         assert _run(home, llm, instance).success
         assert len(server.requests) == len(PICK)

@@ -15,6 +15,7 @@ from ehrxqa_pipeline.paraphrase.cache import FILE_NAME, LlmCache
 from ehrxqa_pipeline.paraphrase.templates import all_templates
 from ehrxqa_pipeline.release.datasheet import paraphraser_text
 from resources import LLMResource
+from tests.instances import instance_for_test
 from tests.paraphrase.server import ChatServer, Reply, completion, question_of
 from tests.paraphrase.test_assets import PICK, _resources, _run, _table, home  # noqa: F401 - fixture
 
@@ -52,7 +53,7 @@ def _under_home_holds(home, secret: bytes) -> list[str]:
 
 def test_garbage_fails_the_step_then_a_fixed_endpoint_is_asked_again(home, monkeypatch):
     monkeypatch.setenv("EHRXQA_LLM_API_KEY", KEY)
-    with ChatServer(default=completion("banana split\nlorem ipsum")) as server, dg.instance_for_test() as instance:
+    with ChatServer(default=completion("banana split\nlorem ipsum")) as server, instance_for_test() as instance:
         t0 = time.monotonic()
         result = _run(home, _llm(server.base_url), instance)
         elapsed = time.monotonic() - t0
@@ -82,7 +83,7 @@ def test_garbage_fails_the_step_then_a_fixed_endpoint_is_asked_again(home, monke
 
 def test_fallback_offline_is_recorded_per_dataset(home):
     with ChatServer(default=Reply(500, {"error": {"message": "boom"}})) as server, \
-            dg.instance_for_test() as instance:
+            instance_for_test() as instance:
         t0 = time.monotonic()
         result = _run(home, _llm(server.base_url, fallback="offline"), instance)
         elapsed = time.monotonic() - t0
@@ -115,7 +116,7 @@ HANG.delay_s = 2.0
                                         (Reply(429, {"error": {"message": "slow"}}), "rate_limited"),
                                         (HANG, "timeout")], ids=["refusal", "429", "hanging"])
 def test_failing_endpoint_fails_the_step_within_its_deadline(home, reply, kind):
-    with ChatServer(default=reply) as server, dg.instance_for_test() as instance:
+    with ChatServer(default=reply) as server, instance_for_test() as instance:
         t0 = time.monotonic()
         result = _run(home, _llm(server.base_url, timeout_s=0.3, deadline_s=1.5), instance)
         elapsed = time.monotonic() - t0
@@ -128,7 +129,7 @@ def test_failing_endpoint_fails_the_step_within_its_deadline(home, reply, kind):
 
 @pytest.mark.parametrize("fallback", [None, "offline"])
 def test_bad_url_stops_before_any_request(home, fallback):
-    with dg.instance_for_test() as instance:
+    with instance_for_test() as instance:
         result = _run(home, _llm("not-a-url", fallback=fallback), instance)
         if fallback is None:
             assert not result.success

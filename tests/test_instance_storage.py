@@ -1,0 +1,100 @@
+"""The instance storage `ehrxqa` names in dagster.yaml (``cli.dagster_private.PooledSqliteStorage``): Dagster's
+SQLite files and tables, with connections kept open between uses instead of one new engine and connection per
+read and per stored event."""
+
+import os
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from ehrxqa_pipeline.cli import prepare_instance
+from ehrxqa_pipeline.cli.dagster_private import PooledSqliteStorage, _Engines
+from ehrxqa_pipeline.config import HOME_ENV, SEED_ENV, SOURCE_ENV, Settings
+
+
+@dg.asset
+def numbers() -> dg.MaterializeResult:
+    return dg.MaterializeResult(metadata={"rows": 3})
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A home as `ehrxqa` prepares it (prepare_instance exports DAGSTER_HOME and these: restored afterwards)."""
+    for name in ("DAGSTER_HOME", HOME_ENV, SEED_ENV, SOURCE_ENV):
+        monkeypatch.setenv(name, os.environ[name]) if name in os.environ else monkeypatch.delenv(name, raising=False)
+    settings = Settings.resolve(str(tmp_path / "home"))
+    settings.dagster_home.mkdir(parents=True)
+    return settings
+
+
+def _connections(run) -> int:
+    """The SQLite connections opened while ``run()`` runs (SQLAlchemy's pool "connect" event)."""
+    opened = []
+
+    def count(*_):
+        opened.append(1)
+
+    sa.event.listen(sa.pool.Pool, "connect", count)
+    try:
+        run()
+    finally:
+        sa.event.remove(sa.pool.Pool, "connect", count)
+    return len(opened)
+
+
+def _reads(instance) -> None:
+    for _ in range(10):
+        instance.get_runs(limit=5)
+        instance.get_latest_materialization_event(numbers.key)
+        instance.get_asset_records([numbers.key])
+
+
+def test_an_older_home_keeps_its_history_and_then_reads_without_new_connections(home):
+    """A dagster.yaml from before this storage (Dagster's default): its runs stay readable once prepare_instance
+    adds the storage block, and reads after the first open no new connection, where Dagster's opens 30."""
+    (home.dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with dg.DagsterInstance.from_config(str(home.dagster_home)) as before:
+        assert not isinstance(before.get_ref().storage, PooledSqliteStorage)
+        assert dg.materialize([numbers], instance=before).success
+        assert _connections(lambda: _reads(before)) >= 30  # what the storage is for
+
+    prepare_instance(home)
+    assert "class: PooledSqliteStorage" in (home.dagster_home / "dagster.yaml").read_text()
+    with dg.DagsterInstance.get() as instance:
+        assert isinstance(instance.get_ref().storage, PooledSqliteStorage)
+        assert instance.get_latest_materialization_event(numbers.key).asset_materialization.metadata["rows"].value == 3
+        assert dg.materialize([numbers], instance=instance).success
+        assert len(instance.get_runs()) == 2
+        assert _connections(lambda: _reads(instance)) == 0
+
+
+def test_a_users_own_storage_block_is_left_alone(home):
+    own = "telemetry:\n  enabled: false\nrun_storage:\n  module: dagster._core.storage.runs\n"
+    (home.dagster_home / "dagster.yaml").write_text(own)
+    prepare_instance(home)
+    text = (home.dagster_home / "dagster.yaml").read_text()
+    assert text.startswith(own) and "\nstorage:" not in text and "\nnux:" in text
+
+
+def test_wipe_drops_the_connections_to_the_run_databases_it_deletes(home):
+    prepare_instance(home)
+    with dg.DagsterInstance.get() as instance:
+        assert dg.materialize([numbers], instance=instance).success
+        instance.wipe()
+        assert instance.get_runs() == [] and instance.get_latest_materialization_event(numbers.key) is None
+        assert dg.materialize([numbers], instance=instance).success
+        assert len(instance.get_runs()) == 1 and instance.get_latest_materialization_event(numbers.key) is not None
+
+
+def test_engines_are_kept_per_file_bounded_and_not_shared_with_a_forked_child(tmp_path, monkeypatch):
+    engines = _Engines(keep=2)
+    urls = [f"sqlite:///{tmp_path / name}.db" for name in "abc"]
+    a = engines.get(urls[0])
+    assert engines.get(urls[0]) is a
+    engines.get(urls[1]), engines.get(urls[2])  # a is the least recently used: dropped
+    assert engines.get(urls[0]) is not a
+    kept = engines.get(urls[2])
+    monkeypatch.setattr(os, "getpid", lambda: -1)  # as in a child after fork
+    assert engines.get(urls[2]) is not kept
+    engines.dispose()
