@@ -164,8 +164,9 @@ def _merged(*configs: dict) -> dict:
 
 
 def test_with_worker_pods_the_gpu_steps_pods_ask_for_no_gpu(k8s_env, monkeypatch):
-    """The worker pod holds the GPU: its step pod asking for one too would hold a second GPU idle (and wait
-    forever on a one-GPU node pool). The executor's per-step override drops it, and only with EHRXQA_VQA_LAUNCH=k8s."""
+    """The worker pod holds the GPU: its step pod asking for one too would hold a second GPU idle (on a one-GPU
+    node pool the worker pod would wait hours for it). The executor's per-step override drops the step's GPU
+    and toleration, and only with EHRXQA_VQA_LAUNCH=k8s."""
     from dagster._config import process_config
     from dagster_k8s import k8s_job_executor
 
