@@ -85,6 +85,9 @@ GPU_K8S_CONFIG = {
     "pod_spec_config": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
 }
 GPU_TAGS = {DEVICE_TAG: GPU_POOL, "dagster-k8s/config": GPU_K8S_CONFIG}
+# What every step pod asks for under the k8s executor (ehrxqa_pipeline.definitions), and the VQA worker's own
+# pod besides its GPU (EHRXQA_VQA_LAUNCH=k8s, resources.vqa_pipes).
+K8S_STEP_RESOURCES = {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "24Gi"}}
 
 
 # When the conditions above are evaluated: the sensor (every minute; the sources every 15), and a weekly full

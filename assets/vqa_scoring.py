@@ -3,7 +3,6 @@ scores of every VQA module on MIMIC-CXR-VQA and EHRXQA (paper Tables 4, E12, E16
 
 import contextlib
 import json
-import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -36,6 +35,7 @@ from ehrxqa_pipeline.vqa.predictions import (IMAGES_CONTRACT, IMAGES_SCHEMA, REL
 from ehrxqa_pipeline.vqa.worker import LEARNED_CHECK
 from ehrxqa_pipeline.warehouse import replace_partition, replace_tables, transaction
 from resources import PipelineConfig, VqaDevice, Warehouse
+from resources.vqa_pipes import worker_launch
 
 MODEL_KEY = dg.AssetKey([names.VQA_SCORING, "reference_model"])
 PREDICTIONS_KEY = dg.AssetKey([names.VQA_SCORING, "predictions"])
@@ -73,11 +73,10 @@ def _worker_files(settings, context) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def _run_worker(context, pipes: dg.PipesSubprocessClient, task: dict) -> list:
-    """A ``vqa.worker`` task in its own process (``cli.vqa_worker``) through Dagster Pipes; what it reported
-    (materialization, checks)."""
-    return pipes.run(context=context, command=[sys.executable, "-m", "ehrxqa_pipeline.cli.vqa_worker"],
-                     extras=task).get_results()
+def _run_worker(context, pipes: dg.PipesClient, settings, task: dict) -> list:
+    """A ``vqa.worker`` task in its own process (``cli.vqa_worker``: a child process, or a pod of its own with
+    EHRXQA_VQA_LAUNCH=k8s) through Dagster Pipes; what it reported (materialization, checks)."""
+    return pipes.run(context=context, extras=task, **worker_launch(pipes, settings)).get_results()
 
 
 def _split_results(results: list) -> tuple[dg.MaterializeResult, list[dg.AssetCheckResult]]:
@@ -134,7 +133,7 @@ def _gold_files(settings):
                       "launched through Dagster Pipes). CUDA when present (bf16 autocast), else CPU. Source: "
                       "splits.silver, cxr_labels.silver, cxr_labels.pairs, ingest.silver_bbox, the JPEGs.")
 def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelConfig, pipeline_config: PipelineConfig,
-                    warehouse: Warehouse, vqa_device: VqaDevice, vqa_pipes: dg.PipesSubprocessClient):
+                    warehouse: Warehouse, vqa_device: VqaDevice, vqa_pipes: dg.ResourceParam[dg.PipesClient]):
     from ehrxqa_pipeline.vqa.train import TrainConfig
 
     settings = pipeline_config.settings()
@@ -147,15 +146,15 @@ def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelCon
                                    metadata={"trained": False, "reason": "source without JPEGs"})
         yield dg.AssetCheckResult(check_name=LEARNED_CHECK, passed=True, description="no model: no JPEGs")
         return
-    device = vqa_device.resolved()
     train_config = TrainConfig(epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
                                crop_size=config.crop_size, seed=settings.seed, max_images=config.max_images,
-                               decode_workers=config.decode_workers, device=device, amp=vqa_device.use_amp())
+                               decode_workers=config.decode_workers, device=vqa_device.requested(),
+                               amp=vqa_device.use_amp())
     with _worker_files(settings, context) as tmp:
         with warehouse.connect() as con:
             train_workspace(con, tmp / "workspace.duckdb").close()
         # the decoded training set goes to a memory-mapped store in tmp (flat memory at MIMIC scale)
-        mat, checks = _split_results(_run_worker(context, vqa_pipes, {
+        mat, checks = _split_results(_run_worker(context, vqa_pipes, settings, {
             "task": "train", "workspace": str(tmp / "workspace.duckdb"), "files_root": str(_files_root(settings)),
             "model": str(path), "scratch": str(tmp), "config": asdict(train_config)}))
     png = path.with_name("training_curves.png").read_bytes()
@@ -185,7 +184,7 @@ def _partition_images(work, partition: str) -> list[str]:
                       "Source: vqa_scoring/reference_model, splits.silver, cxr_cohort.gold, cxr_labels.pairs, "
                       "ingest.silver_bbox, ingest.gold_bbox (the test images' CTR/MTR), the JPEGs.")
 def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse,
-                vqa_device: VqaDevice, vqa_pipes: dg.PipesSubprocessClient) -> dg.MaterializeResult:
+                vqa_device: VqaDevice, vqa_pipes: dg.ResourceParam[dg.PipesClient]) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
     part = context.partition_key
     path = _model_path(settings)
@@ -197,9 +196,9 @@ def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConf
             ids = _partition_images(work, part)
             work.close()
             if ids:
-                mat, _ = _split_results(_run_worker(context, vqa_pipes, {
+                mat, _ = _split_results(_run_worker(context, vqa_pipes, settings, {
                     "task": "predict", "workspace": str(tmp / "workspace.duckdb"),
-                    "files_root": str(_files_root(settings)), "model": str(path), "device": vqa_device.resolved(),
+                    "files_root": str(_files_root(settings)), "model": str(path), "device": vqa_device.requested(),
                     "image_ids": ids, "out": str(tmp / "out")}))
                 reported = dict(mat.metadata or {})
                 preds = Predictions(pl.read_parquet(tmp / "out" / "relations.parquet"),

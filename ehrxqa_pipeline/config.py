@@ -28,6 +28,7 @@ SEED_ENV = "EHRXQA_SEED"
 CHECK_IMAGES_ENV = "EHRXQA_CHECK_IMAGES"  # "0": skip JPEG checks (metadata-only sources, benchmarks)
 DEFAULT_HOME = "data"
 EXECUTORS = ("multiprocess", "k8s")
+VQA_LAUNCHES = ("subprocess", "k8s")
 # The step settings (README.md, Configuration): Environment field -> variable. Unset or empty = the default.
 ENVIRONMENT = {
     "executor": "EHRXQA_EXECUTOR",  # multiprocess (default) or k8s: chosen when the code location loads
@@ -47,6 +48,8 @@ ENVIRONMENT = {
     "vqa_model": "EHRXQA_VQA_MODEL",
     "vqa_api_key": "EHRXQA_VQA_API_KEY",
     "vqa_allow_hosts": "EHRXQA_VQA_ALLOW_HOSTS",  # hosts images may go to besides loopback (comma-separated)
+    "vqa_launch": "EHRXQA_VQA_LAUNCH",  # subprocess (default) or k8s: chosen when the code location loads
+    "vqa_worker_image": "EHRXQA_VQA_WORKER_IMAGE",  # with k8s: the image of deploy/vqa-worker.Dockerfile
 }
 EXECUTOR_ENV = ENVIRONMENT["executor"]
 REVIEW_FLAGS = ("0", "1", "true", "false", "yes", "no")
@@ -187,6 +190,8 @@ class Environment:
     vqa_model: str = ""
     vqa_api_key: str = ""
     vqa_allow_hosts: str = ""
+    vqa_launch: str = ""
+    vqa_worker_image: str = ""
 
     @classmethod
     def read(cls, env: Mapping[str, str] | None = None) -> Environment:
@@ -205,6 +210,20 @@ class Environment:
     def extra_hosts(self) -> tuple[str, ...]:
         """The hosts of ``EHRXQA_VQA_ALLOW_HOSTS``, lower-cased."""
         return tuple(h.strip().lower() for h in self.vqa_allow_hosts.split(",") if h.strip())
+
+    def vqa_worker_pod_image(self) -> str | None:
+        """The image of the VQA worker's own pod (EHRXQA_VQA_LAUNCH=k8s, EHRXQA_VQA_WORKER_IMAGE), or None: the
+        worker is a child process of the step (default). A ``SettingError`` for another launch, or for k8s
+        without an image: the cluster user builds and pushes it, so it has no default."""
+        name = ENVIRONMENT
+        if self.vqa_launch in ("", "subprocess"):
+            return None
+        if self.vqa_launch != "k8s":
+            raise _bad(name["vqa_launch"], self.vqa_launch, f"use {' or '.join(VQA_LAUNCHES)} (default subprocess)")
+        if not self.vqa_worker_image:
+            raise SettingError(f"{name['vqa_launch']}=k8s needs {name['vqa_worker_image']}: the image built from "
+                               "deploy/vqa-worker.Dockerfile, e.g. ghcr.io/your-org/ehrxqa-vqa:0.1.0")
+        return self.vqa_worker_image
 
 
 def quiet_third_parties() -> None:
@@ -243,6 +262,7 @@ def check_environment(env: Mapping[str, str] | None = None) -> Settings:
     if e.executor and e.executor not in EXECUTORS:
         raise _bad(name["executor"], e.executor, f"use {' or '.join(repr(x) for x in EXECUTORS)} (default "
                                                  "multiprocess)")
+    e.vqa_worker_pod_image()
     if e.vqa_device and not _DEVICE.match(e.vqa_device.lower()):
         raise _bad(name["vqa_device"], e.vqa_device, "use auto, cpu, cuda or cuda:N")
     _flag(name["vqa_amp"], e.vqa_amp or "1")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import dagster as dg
 
 import assets
-from assets.automation import DEVICE_TAG, DUCKDB_TAGS, GPU_POOL, automation_sensor, weekly_rebuild
+from assets.automation import DEVICE_TAG, DUCKDB_TAGS, GPU_POOL, K8S_STEP_RESOURCES, automation_sensor, weekly_rebuild
 from assets.contract_checks import with_contract_metadata
 from assets.release import manifest_asset
 from ehrxqa_pipeline.config import EXECUTOR_ENV, Environment, SettingError
@@ -23,18 +25,37 @@ EXECUTOR = dg.multiprocess_executor.configured({"max_concurrent": 2, "tag_concur
 K8S_EXECUTOR_CONFIG = {
     "max_concurrent": 8,
     "tag_concurrency_limits": TAG_LIMITS,
-    "step_k8s_config": {"container_config": {"resources": {
-        "requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "24Gi"}}}},
+    "step_k8s_config": {"container_config": {"resources": K8S_STEP_RESOURCES}},
 }
 
 
-def choose_executor(kind: str | None = None) -> dg.ExecutorDefinition:
-    """``multiprocess`` (default) or ``k8s`` (``kind``, else EHRXQA_EXECUTOR)."""
-    kind = kind or Environment.read().executor or "multiprocess"
+def k8s_executor_config(gpu_ops: Sequence[str] = ()) -> dict:
+    """``K8S_EXECUTOR_CONFIG``; with ``gpu_ops``, the ops whose torch work runs in a pod of its own
+    (EHRXQA_VQA_LAUNCH=k8s), whose step pods then ask for a step's resources without the GPU and toleration of
+    their op tags: the worker pod holds the GPU (a SHALLOW merge replaces the tags' resources and tolerations)."""
+    if not gpu_ops:
+        return K8S_EXECUTOR_CONFIG
+    no_gpu = {"container_config": {"resources": K8S_STEP_RESOURCES}, "pod_spec_config": {"tolerations": []},
+              "merge_behavior": "SHALLOW"}
+    return {**K8S_EXECUTOR_CONFIG, "per_step_k8s_config": dict.fromkeys(gpu_ops, no_gpu)}
+
+
+def ops_on_gpu(asset_defs) -> list[str]:
+    """The ops whose tags ask for a GPU (``assets.automation.GPU_TAGS``)."""
+    return sorted(a.op.name for a in asset_defs
+                  if isinstance(a, dg.AssetsDefinition) and a.is_executable and a.op.tags.get(DEVICE_TAG) == GPU_POOL)
+
+
+def choose_executor(kind: str | None = None, gpu_ops: Sequence[str] = ()) -> dg.ExecutorDefinition:
+    """``multiprocess`` (default) or ``k8s`` (``kind``, else EHRXQA_EXECUTOR); on k8s, ``gpu_ops`` without a
+    GPU of their own when their worker runs in its own pod (EHRXQA_VQA_LAUNCH=k8s)."""
+    env = Environment.read()
+    kind = kind or env.executor or "multiprocess"
     if kind == "k8s":
         from dagster_k8s import k8s_job_executor
 
-        return k8s_job_executor.configured(K8S_EXECUTOR_CONFIG, name="k8s")
+        config = k8s_executor_config(gpu_ops if env.vqa_worker_pod_image() else ())
+        return k8s_job_executor.configured(config, name="k8s")
     if kind != "multiprocess":
         raise SettingError(f"{EXECUTOR_ENV}={kind!r} is not valid: use 'multiprocess' (default) or 'k8s'")
     return EXECUTOR
@@ -59,15 +80,16 @@ JOBS = [
                                     "description, manifest and changelog of the release folder."),
 ]
 
+# every asset of the assets package (module attributes, or lists of them for the generated ones), with their
+# data contracts' metadata; the manifest, which reads these Definitions when it runs, is made here
+ASSETS = [*with_contract_metadata(dg.load_assets_from_package_module(assets)), manifest_asset(lambda: defs)]
+
 defs = dg.Definitions(
-    # every asset and check of the assets package (module attributes, or lists of them for the generated
-    # ones), with their data contracts' metadata; the manifest, which reads these Definitions when it runs, is
-    # made here
-    assets=[*with_contract_metadata(dg.load_assets_from_package_module(assets)), manifest_asset(lambda: defs)],
+    assets=ASSETS,
     asset_checks=dg.load_asset_checks_from_package_module(assets),
     jobs=JOBS,
     schedules=[weekly_rebuild],
     sensors=[automation_sensor],
     resources=default_resources(),
-    executor=choose_executor(),
+    executor=choose_executor(gpu_ops=ops_on_gpu(ASSETS)),
 )

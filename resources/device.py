@@ -6,8 +6,8 @@ EHRXQA_VQA_DEVICE ("auto" = CUDA when present, else CPU; or "cpu", "cuda", "cuda
 ("0" turns bf16 autocast off on GPU; CPU always runs fp32), EHRXQA_VQA_BASE_URL / EHRXQA_VQA_MODEL /
 EHRXQA_VQA_API_KEY (an OpenAI-compatible vision endpoint, scored as one more module; unset = none) and
 EHRXQA_VQA_ALLOW_HOSTS (comma-separated hosts images may be sent to; default loopback only; README.md,
-Configuration; `ehrxqa` checks them at start-up: ehrxqa_pipeline.config.check_environment). torch is
-imported only when ``device()`` is called.
+Configuration; `ehrxqa` checks them at start-up: ehrxqa_pipeline.config.check_environment). torch is not
+imported here: the VQA worker resolves the device.
 """
 
 
@@ -27,11 +27,10 @@ class VqaDevice(dg.ConfigurableResource):
     vision_api_key: str | None = None
     allow_hosts: str | None = None  # comma-separated, exactly these; None: loopback plus EHRXQA_VQA_ALLOW_HOSTS
 
-    def resolved(self) -> str:
-        """"cpu" / "cuda" / "cuda:N" (a clear error when CUDA is asked for and absent)."""
-        from ehrxqa_pipeline.vqa.device import resolve_device
-
-        return resolve_device(self.device or Environment.read().vqa_device or "auto")
+    def requested(self) -> str:
+        """"auto" / "cpu" / "cuda" / "cuda:N" as set: the VQA worker resolves it where it runs (its own pod may
+        hold the GPU the step's has not), with a clear error when CUDA is asked for and absent."""
+        return self.device or Environment.read().vqa_device or "auto"
 
     def use_amp(self) -> bool:
         if self.amp is not None:

@@ -1,6 +1,7 @@
 """deploy/ renders and validates without a cluster: every YAML parses, the Helm values run this code location
 with the shared volume at EHRXQA_HOME and the K8sRunLauncher, the k8s executor is chosen by EHRXQA_EXECUTOR
-and its config validates, and the GPU op tags build a Kubernetes job that requests one GPU."""
+and its config validates, the GPU op tags build a Kubernetes job that requests one GPU, and the VQA worker
+runs in a pod of its own that the step pods may create (tests/test_vqa_pipes_k8s.py builds that pod)."""
 
 import json
 import os
@@ -34,7 +35,7 @@ def _env(deployment: dict) -> dict[str, str]:
 
 def test_every_yaml_parses():
     files = sorted(DEPLOY.glob("**/*.y*ml"))
-    assert {p.name for p in files} >= {"values.yaml", "pvc.yaml"}
+    assert {p.name for p in files} >= {"values.yaml", "pvc.yaml", "rbac.yaml"}
     for path in files:
         assert _docs(path), path
 
@@ -77,6 +78,48 @@ def test_dockerfile_installs_the_project():
     for folder in ("ehrxqa_pipeline", "assets", "resources", "data_contracts"):
         assert f"COPY {folder}" in text, folder
     assert (DEPLOY / "README.md").is_file()
+
+
+def test_the_vqa_worker_runs_in_its_own_pod(values):
+    """The chart sets EHRXQA_VQA_LAUNCH=k8s with the worker image for the code server and the run pods alike,
+    so the code location image carries torch's CPU build (at the project's pins, before the project, whose
+    pins it then satisfies): with worker pods no step imports torch (tests/test_vqa_pipes_k8s.py)."""
+    (deployment,) = values["dagster-user-deployments"]["deployments"]
+    env = _env(deployment)
+    launcher = dict(v.split("=", 1) for v in values["runLauncher"]["config"]["k8sRunLauncher"]["envVars"])
+    for where in (env, launcher):
+        assert where["EHRXQA_VQA_LAUNCH"] == "k8s"
+        assert where["EHRXQA_VQA_WORKER_IMAGE"] == env["EHRXQA_VQA_WORKER_IMAGE"]
+    assert env["EHRXQA_VQA_WORKER_IMAGE"].split(":")[0] != deployment["image"]["repository"]
+    text = (DEPLOY / "Dockerfile").read_text()
+    torch_line = next(line for line in text.splitlines() if "torch==" in line)
+    assert "ARG TORCH_VARIANT=cpu" in text and "whl/${TORCH_VARIANT}" in torch_line
+    project = _pins((ROOT / "pyproject.toml").read_text())
+    assert _pins(torch_line) == {"torch": project["torch"], "torchvision": project["torchvision"]}
+    assert text.index(torch_line) < text.index("pip install -e .")
+
+
+# What PipesK8sClient calls with the step pod's service account (dagster_k8s.pipes, .client): create, follow
+# (list, get) and delete the pod, stream its log, and list events when it does not start.
+PIPES_K8S_VERBS = {"pods": {"create", "get", "list", "watch", "delete"}, "pods/log": {"get"}, "events": {"list"}}
+USER_CODE_SERVICE_ACCOUNT = "ehrxqa-dagster-user-deployments-user-deployments"  # the chart's, release `ehrxqa`
+
+
+def test_rbac_lets_step_pods_run_the_worker_pod():
+    docs = {d["kind"]: d for d in _docs(DEPLOY / "rbac.yaml")}
+    granted: dict[str, set] = {}
+    for rule in docs["Role"]["rules"]:
+        assert rule["apiGroups"] == [""]
+        for resource in rule["resources"]:
+            granted.setdefault(resource, set()).update(rule["verbs"])
+    assert all(verbs <= granted.get(resource, set()) for resource, verbs in PIPES_K8S_VERBS.items()), granted
+    binding = docs["RoleBinding"]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": docs["Role"]["metadata"]["name"]}
+    (subject,) = binding["subjects"]
+    assert subject == {"kind": "ServiceAccount", "name": USER_CODE_SERVICE_ACCOUNT, "namespace": "ehrxqa"}
+    readme = (DEPLOY / "README.md").read_text()
+    assert "helm upgrade --install ehrxqa dagster/dagster" in readme and "-n ehrxqa" in readme
 
 
 def test_k8s_executor_chosen_by_environment():
@@ -130,6 +173,7 @@ def test_helm_renders_when_available(tmp_path):
     out = subprocess.run([helm, "template", "ehrxqa", chart, "-f", str(DEPLOY / "values.yaml")],
                          capture_output=True, text=True, check=True).stdout
     assert "ehrxqa_pipeline.definitions" in out and "K8sRunLauncher" in out
+    assert f"serviceAccountName: {USER_CODE_SERVICE_ACCOUNT}" in out  # the subject of deploy/rbac.yaml
 
 
 def _pins(text: str) -> dict[str, str]:

@@ -6,8 +6,8 @@ JPEGs under ``files_root`` and, to predict, the model file.
 
 ``assets/vqa_scoring.py`` launches ``python -m ehrxqa_pipeline.cli.vqa_worker`` through Dagster Pipes, which
 hands ``run_task`` the task and reports what it returns; this module and the library it drives import no
-Dagster, so the torch work runs in a slim GPU image. Every setting comes in the task (the device already
-resolved; nothing is read from the environment here):
+Dagster, so the torch work runs in a slim GPU image. Every setting comes in the task (the device as set,
+resolved here, in the process that holds the GPU; nothing is read from the environment here):
 
 - ``{"task": "train", "workspace", "files_root", "model", "scratch", "config": TrainConfig fields}`` writes the
   model file and ``training_curves.png`` beside it; returns the materialization metadata and data version
@@ -31,9 +31,10 @@ def train(task: dict, log=print) -> tuple[dict, str, dict]:
     import duckdb
 
     from ehrxqa_pipeline.atomic import write_bytes
+    from ehrxqa_pipeline.vqa.device import resolve_device
     from ehrxqa_pipeline.vqa.train import TrainConfig, plot_curves, save_model, train_reference
 
-    config = TrainConfig(**task["config"])
+    config = TrainConfig(**{**task["config"], "device": resolve_device(task["config"]["device"])})
     with duckdb.connect(task["workspace"], read_only=True) as con:
         result = train_reference(con, Path(task["files_root"]), config, log=log, scratch=Path(task["scratch"]))
     path = save_model(result, Path(task["model"]))
@@ -55,15 +56,17 @@ def predict(task: dict) -> dict:
     """Metadata of a predict task (its parquet files are written under ``task["out"]``)."""
     import duckdb
 
+    from ehrxqa_pipeline.vqa.device import resolve_device
     from ehrxqa_pipeline.vqa.infer import predict as run
     from ehrxqa_pipeline.vqa.train import load_model
 
     out = Path(task["out"])
     out.mkdir(parents=True, exist_ok=True)
+    device = resolve_device(task["device"])
     timings: dict = {}
     with duckdb.connect(task["workspace"], read_only=True) as con:
-        preds = run(load_model(Path(task["model"]), task["device"]), con, Path(task["files_root"]), split=None,
-                    image_ids=task["image_ids"], device=task["device"], timings=timings)
+        preds = run(load_model(Path(task["model"]), device), con, Path(task["files_root"]), split=None,
+                    image_ids=task["image_ids"], device=device, timings=timings)
     preds.relations.write_parquet(out / "relations.parquet")
     preds.images.write_parquet(out / "images.parquet")
     return {"timings": {k: v for k, v in timings.items() if k != "missing"}}

@@ -26,8 +26,10 @@ def test_resolve_device_cpu_and_auto():
         vdev.resolve_device("tpu")
 
 
-def test_resolve_cuda_without_cuda_names_the_setting(monkeypatch):
+def test_resolve_cuda_without_cuda_names_the_setting(monkeypatch, tmp_path):
     import torch
+
+    from ehrxqa_pipeline.vqa.worker import run_task
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     for req in ("cuda", "cuda:1"):
@@ -35,8 +37,11 @@ def test_resolve_cuda_without_cuda_names_the_setting(monkeypatch):
             vdev.resolve_device(req)
         assert "EHRXQA_VQA_DEVICE" in str(err.value) and "cpu" in str(err.value)
     monkeypatch.setenv("EHRXQA_VQA_DEVICE", "cuda")
-    with pytest.raises(ValueError, match="EHRXQA_VQA_DEVICE"):
-        VqaDevice().resolved()  # the resource reads the setting; the library resolves it
+    device = VqaDevice().requested()  # the resource reads the setting; the worker resolves it where it runs
+    for task in ({"task": "train", "config": {"device": device}},
+                 {"task": "predict", "device": device, "out": str(tmp_path / "out")}):
+        with pytest.raises(ValueError, match="EHRXQA_VQA_DEVICE"):
+            run_task(task)
 
 
 def test_autocast_is_a_noop_on_cpu():
