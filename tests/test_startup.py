@@ -27,6 +27,8 @@ BAD = [
     ("EHRXQA_VQA_BASE_URL", "https://vision.example.com/v1", "not on the allow-list"),
     ("EHRXQA_VQA_BASE_URL", "localhost:8000", "http(s) URL"),
     ("EHRXQA_VQA_ALLOW_HOSTS", "https://vision.example.com/v1", "no scheme or path"),
+    ("EHRXQA_VQA_BACKBONE", "resnet18", "needs EHRXQA_VQA_BACKBONE_WEIGHTS"),
+    ("EHRXQA_VQA_BACKBONE_WEIGHTS", "/nowhere/resnet18.pt", "needs EHRXQA_VQA_BACKBONE"),
     ("EHRXQA_LLM_BASE_URL", "ftp://x", "http(s) URL"),
     ("EHRXQA_PARAPHRASE_COUNT_EHRXQA", "many", "positive integer"),
     ("EHRXQA_PARAPHRASE_REQUIRE_REVIEW", "maybe", "use 0 or 1 or true"),
