@@ -139,9 +139,10 @@ def _gold_files(settings):
                       "on the whole image (paper E.1.3, trained from scratch). With EHRXQA_VQA_BACKBONE set, a "
                       "second file (models/pretrained_model.pt): that pretrained backbone, frozen, under the same "
                       "heads, trained on the same decoded crops (metadata `pretrained`: weights SHA-256, leakage "
-                      "risk). Trained on silver-train images, best epoch by silver-valid AUROC, in its own process (ehrxqa_pipeline.cli.vqa_worker, "
-                      "launched through Dagster Pipes). CUDA when present (bf16 autocast), else CPU. Source: "
-                      "splits.silver, cxr_labels.silver, cxr_labels.pairs, ingest.silver_bbox, the JPEGs.")
+                      "risk). Trained on silver-train images, best epoch by silver-valid AUROC, in its own "
+                      "process (ehrxqa_pipeline.cli.vqa_worker, launched through Dagster Pipes). CUDA when present "
+                      "(bf16 autocast), else CPU. Source: splits.silver, cxr_labels.silver, cxr_labels.pairs, "
+                      "ingest.silver_bbox, the JPEGs (and EHRXQA_VQA_BACKBONE_WEIGHTS).")
 def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelConfig, pipeline_config: PipelineConfig,
                     warehouse: Warehouse, vqa_device: VqaDevice, vqa_pipes: dg.PipesSubprocessClient):
     from ehrxqa_pipeline.vqa.train import TrainConfig
@@ -229,7 +230,7 @@ def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConf
         context.log.warning(f"{part}: no reference model ({path}); nothing predicted")
     with warehouse.connect() as con:
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-        with transaction(con):  # both tables' rows of this partition at once
+        with transaction(con):  # every table's rows of this partition at once
             for contract, frame, schema in ((RELATIONS_CONTRACT, preds.relations, RELATIONS_SCHEMA),
                                             (IMAGES_CONTRACT, preds.images, IMAGES_SCHEMA),
                                             (PRETRAINED_RELATIONS_CONTRACT, probed.relations, RELATIONS_SCHEMA),

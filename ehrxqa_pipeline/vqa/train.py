@@ -218,7 +218,8 @@ def _fit(model, tr, va, vocab: Vocab, config: TrainConfig, device: str, amp: boo
         score = row.get("valid_auroc", float("nan"))
         score = -row.get("valid_loss", -row["train_loss"]) if np.isnan(score) else score
         log(f"{name}epoch {epoch}: train loss {row['train_loss']:.4f}, "
-            f"valid loss {row.get('valid_loss', float('nan')):.4f}, valid AUROC {row.get('valid_auroc', float('nan')):.3f} ({row.get('valid_auroc_pairs', 0)} pairs), "
+            f"valid loss {row.get('valid_loss', float('nan')):.4f}, "
+            f"valid AUROC {row.get('valid_auroc', float('nan')):.3f} ({row.get('valid_auroc_pairs', 0)} pairs), "
             f"{row['train_images_per_s']:.0f} img/s")
         if best is None or score > best:
             best, best_state, best_epoch = score, copy.deepcopy(model.state_dict()), epoch

@@ -58,7 +58,8 @@ def no_download(monkeypatch):
 
 def test_unset_is_no_backbone_and_a_half_or_wrong_setting_names_the_variable_and_the_fix(resnet18_file):
     assert Environment.read({}).backbone() is None
-    got = Environment.read({"EHRXQA_VQA_BACKBONE": "ResNet18", "EHRXQA_VQA_BACKBONE_WEIGHTS": str(resnet18_file)}).backbone()
+    env = {"EHRXQA_VQA_BACKBONE": "ResNet18", "EHRXQA_VQA_BACKBONE_WEIGHTS": str(resnet18_file)}
+    got = Environment.read(env).backbone()
     assert got == ("resnet18", resnet18_file)
     bad = [({"EHRXQA_VQA_BACKBONE": "resnet18"}, "EHRXQA_VQA_BACKBONE='resnet18' needs EHRXQA_VQA_BACKBONE_WEIGHTS"),
            ({"EHRXQA_VQA_BACKBONE_WEIGHTS": str(resnet18_file)},
