@@ -30,6 +30,7 @@ from ehrxqa_pipeline.cxr import downloads
 from ehrxqa_pipeline.release import (changelog, croissant, datasheet, hf, license_note, manifest, plots, readme,
                                      tables)
 from ehrxqa_pipeline.sources.schema import MIMIC_CXR
+from ehrxqa_pipeline.vqa.predictions import pretrained_backbone
 from resources import PipelineConfig, Warehouse
 
 STATISTICS_KEY = dg.AssetKey([names.RELEASE, "statistics"])
@@ -338,7 +339,7 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
     manifest lists every asset's code version, and its check what is out of date upstream): passed in by
     ``ehrxqa_pipeline.definitions``, which assembles them, so this module imports nothing of it."""
 
-    @dg.asset(key=MANIFEST_KEY, code_version="5", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+    @dg.asset(key=MANIFEST_KEY, code_version="6", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
               deps=[*RELEASE_INPUTS, *ehrxqa.QUESTION_KEYS.values(), PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY,
                     PARAPHRASE_REVIEW_KEY],
               check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
@@ -353,7 +354,9 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
                                                          "`ehrxqa build --select` that makes one fails.")],
               description="Grain: one JSON document listing every file under EHRXQA_HOME/release (path, bytes, "
                           "SHA-256; DuckDB databases by content digest) with the source releases and data versions, "
-                          "the code version, seed, configuration, every asset's code version, the release version "
+                          "the code version, seed, configuration (with `vqa_backbone` when a pretrained VQA backbone "
+                          "was scored: its architecture, weights SHA-256 and leakage risk), every asset's code "
+                          "version, the release version "
                           "and the published releases it reproduces; no time, no "
                           "absolute path, so the same inputs give the same manifest. Then SHA256SUMS.txt beside it: "
                           "every file of the folder, the manifest included, in `sha256sum -c` format (the "
@@ -365,6 +368,9 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
     def release_manifest(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
         settings = pipeline_config.settings()
         sources, code, config = _facts(context, settings, warehouse)
+        with warehouse.connect() as con:
+            backbone = pretrained_backbone(con)  # what vqa_scoring/scores, upstream, scored
+        config = {**config, **({"vqa_backbone": backbone} if backbone else {})}
         doc = manifest.build_manifest(settings.release_dir, sources=sources, code=code, seed=settings.seed,
                                       config=config, asset_code_versions=_asset_code_versions(definitions()))
         history = changelog.record(settings.release_history_dir, changelog.snapshot(settings.release_dir, doc))

@@ -1,5 +1,6 @@
-"""VQA scoring: the reference model trained on silver images, its predictions per image shard, and the
-scores of every VQA module on MIMIC-CXR-VQA and EHRXQA (paper Tables 4, E12, E16)."""
+"""VQA scoring: the reference model trained on silver images (and, when EHRXQA_VQA_BACKBONE is set, a pretrained
+backbone's probe beside it), their predictions per image shard, and the scores of every VQA module on
+MIMIC-CXR-VQA and EHRXQA (paper Tables 4, E12, E16)."""
 
 import contextlib
 import json
@@ -30,8 +31,9 @@ from ehrxqa_pipeline.atomic import write_bytes, write_text
 from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.release.plots import markdown_image
 from ehrxqa_pipeline.sources.images import images_dir
-from ehrxqa_pipeline.vqa.predictions import (IMAGES_CONTRACT, IMAGES_SCHEMA, RELATIONS_CONTRACT, RELATIONS_SCHEMA,
-                                             Predictions)
+from ehrxqa_pipeline.vqa.predictions import (BACKBONE_CONTRACT, BACKBONE_SCHEMA, IMAGES_CONTRACT, IMAGES_SCHEMA,
+                                             PRETRAINED_IMAGES_CONTRACT, PRETRAINED_RELATIONS_CONTRACT,
+                                             RELATIONS_CONTRACT, RELATIONS_SCHEMA, Predictions, pretrained_backbone)
 from ehrxqa_pipeline.vqa.worker import LEARNED_CHECK
 from ehrxqa_pipeline.warehouse import replace_partition, replace_tables, transaction
 from resources import PipelineConfig, VqaDevice, Warehouse
@@ -116,6 +118,11 @@ def _model_path(settings):
     return settings.home / "models" / "reference_model.pt"
 
 
+def _probe_path(settings):
+    """The pretrained backbone's probe (``vqa.backbone``), trained beside the reference model when configured."""
+    return settings.home / "models" / "pretrained_model.pt"
+
+
 def _gold_files(settings):
     return (database_dir(settings, "gold") / "mimic_iv_cxr.db",
             settings.home / "answer_sheets" / "gold" / "tb_cxr_plus.db")
@@ -128,16 +135,22 @@ def _gold_files(settings):
           automation_condition=ON_CHANGE, pool=GPU_POOL, op_tags=GPU_TAGS,
           description="Grain: one model file (EHRXQA_HOME/models/reference_model.pt): a small CNN over each "
                       "object's box crop with one presence output per attribute, plus view-position and sex heads "
-                      "on the whole image (paper E.1.3, trained from scratch). Trained on silver-train images, "
-                      "best epoch by silver-valid AUROC, in its own process (ehrxqa_pipeline.cli.vqa_worker, "
-                      "launched through Dagster Pipes). CUDA when present (bf16 autocast), else CPU. Source: "
-                      "splits.silver, cxr_labels.silver, cxr_labels.pairs, ingest.silver_bbox, the JPEGs.")
+                      "on the whole image (paper E.1.3, trained from scratch). With EHRXQA_VQA_BACKBONE set, a "
+                      "second file (models/pretrained_model.pt): that pretrained backbone, frozen, under the same "
+                      "heads, trained on the same decoded crops (metadata `pretrained`: weights SHA-256, leakage "
+                      "risk). Trained on silver-train images, best epoch by silver-valid AUROC, in its own "
+                      "process (ehrxqa_pipeline.cli.vqa_worker, launched through Dagster Pipes). CUDA when present "
+                      "(bf16 autocast), else CPU. Source: splits.silver, cxr_labels.silver, cxr_labels.pairs, "
+                      "ingest.silver_bbox, the JPEGs (and EHRXQA_VQA_BACKBONE_WEIGHTS).")
 def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelConfig, pipeline_config: PipelineConfig,
                     warehouse: Warehouse, vqa_device: VqaDevice, vqa_pipes: dg.ResourceParam[dg.PipesClient]):
     from ehrxqa_pipeline.vqa.train import TrainConfig
 
     settings = pipeline_config.settings()
-    path = _model_path(settings)
+    path, probe = _model_path(settings), _probe_path(settings)
+    backbone = vqa_device.pretrained()
+    if backbone is None or not settings.check_images:
+        probe.unlink(missing_ok=True)  # predictions use no probe of an earlier setting
     if not settings.check_images:
         path.unlink(missing_ok=True)
         context.log.warning("EHRXQA_CHECK_IMAGES=0 (a source without JPEGs): no reference model is trained; "
@@ -150,13 +163,14 @@ def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelCon
                                crop_size=config.crop_size, seed=settings.seed, max_images=config.max_images,
                                decode_workers=config.decode_workers, device=vqa_device.requested(),
                                amp=vqa_device.use_amp())
+    task = {"task": "train", "files_root": str(_files_root(settings)), "model": str(path),
+            "config": asdict(train_config), **({"backbone": {**backbone, "model": str(probe)}} if backbone else {})}
     with _worker_files(settings, context) as tmp:
         with warehouse.connect() as con:
             train_workspace(con, tmp / "workspace.duckdb").close()
         # the decoded training set goes to a memory-mapped store in tmp (flat memory at MIMIC scale)
         mat, checks = _split_results(_run_worker(context, vqa_pipes, settings, {
-            "task": "train", "workspace": str(tmp / "workspace.duckdb"), "files_root": str(_files_root(settings)),
-            "model": str(path), "scratch": str(tmp), "config": asdict(train_config)}))
+            **task, "workspace": str(tmp / "workspace.duckdb"), "scratch": str(tmp)}))
     png = path.with_name("training_curves.png").read_bytes()
     yield dg.MaterializeResult(data_version=mat.data_version, metadata={
         **(mat.metadata or {}), "path": dg.MetadataValue.path(str(path)),
@@ -172,7 +186,7 @@ def _partition_images(work, partition: str) -> list[str]:
         "ORDER BY image_id", [f"{partition}/%"]).fetchall()]
 
 
-@dg.asset(key=PREDICTIONS_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"pytorch", "duckdb"},
+@dg.asset(key=PREDICTIONS_KEY, group_name=names.VQA_SCORING, code_version="2", kinds={"pytorch", "duckdb"},
           owners=OWNERS, deps=[MODEL_KEY, *PREDICT_WORKSPACE], partitions_def=IMAGE_PARTITIONS,
           check_specs=[contract_check_spec(PREDICTIONS_KEY)],
           automation_condition=ON_CHANGE, pool=GPU_POOL, op_tags={**DUCKDB_TAGS, **GPU_TAGS},
@@ -180,15 +194,19 @@ def _partition_images(work, partition: str) -> list[str]:
                       "probability (vqa_scoring.predicted_relations) and one row per image with P(PA), P(male) and "
                       "the given boxes' CTR/MTR (vqa_scoring.predicted_images), for the valid and test images and "
                       "every gold-cohort image (the gold EHRXQA database draws from them) in one MIMIC-CXR top "
-                      "folder (partition pNN). Batch inference with parallel JPEG decoding; no labels are read. "
+                      "folder (partition pNN). The pretrained backbone's probe, when one was trained, predicts the "
+                      "same images into vqa_scoring.pretrained_relations / pretrained_images, and "
+                      "vqa_scoring.pretrained_backbone names its weights (architecture, SHA-256, leakage risk); "
+                      "all three are empty otherwise. Batch inference with parallel JPEG decoding; no labels are read. "
                       "Source: vqa_scoring/reference_model, splits.silver, cxr_cohort.gold, cxr_labels.pairs, "
                       "ingest.silver_bbox, ingest.gold_bbox (the test images' CTR/MTR), the JPEGs.")
 def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse,
                 vqa_device: VqaDevice, vqa_pipes: dg.ResourceParam[dg.PipesClient]) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
     part = context.partition_key
-    path = _model_path(settings)
-    preds, reported = Predictions.empty(), {}
+    path, probe = _model_path(settings), _probe_path(settings)
+    preds, probed, reported = Predictions.empty(), Predictions.empty(), {}
+    used = pl.DataFrame(schema=BACKBONE_SCHEMA)
     if path.is_file():
         with _worker_files(settings, context) as tmp:
             with warehouse.connect() as con:
@@ -199,18 +217,24 @@ def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConf
                 mat, _ = _split_results(_run_worker(context, vqa_pipes, settings, {
                     "task": "predict", "workspace": str(tmp / "workspace.duckdb"),
                     "files_root": str(_files_root(settings)), "model": str(path), "device": vqa_device.requested(),
-                    "image_ids": ids, "out": str(tmp / "out")}))
+                    "image_ids": ids, "out": str(tmp / "out"), "pretrained": str(probe) if probe.is_file() else None}))
                 reported = dict(mat.metadata or {})
-                preds = Predictions(pl.read_parquet(tmp / "out" / "relations.parquet"),
-                                    pl.read_parquet(tmp / "out" / "images.parquet"))
+                preds = _read_predictions(tmp / "out", "")
+                if "pretrained" in reported:
+                    probed = _read_predictions(tmp / "out", "pretrained_")
+                    used = pl.DataFrame([reported["pretrained"].value], schema_overrides=BACKBONE_SCHEMA).select(
+                        *BACKBONE_SCHEMA)
         context.log.info(f"{part}: {len(ids)} images predicted")
     else:
         context.log.warning(f"{part}: no reference model ({path}); nothing predicted")
     with warehouse.connect() as con:
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-        with transaction(con):  # both tables' rows of this partition at once
+        with transaction(con):  # every table's rows of this partition at once
             for contract, frame, schema in ((RELATIONS_CONTRACT, preds.relations, RELATIONS_SCHEMA),
-                                            (IMAGES_CONTRACT, preds.images, IMAGES_SCHEMA)):
+                                            (IMAGES_CONTRACT, preds.images, IMAGES_SCHEMA),
+                                            (PRETRAINED_RELATIONS_CONTRACT, probed.relations, RELATIONS_SCHEMA),
+                                            (PRETRAINED_IMAGES_CONTRACT, probed.images, IMAGES_SCHEMA),
+                                            (BACKBONE_CONTRACT, used, BACKBONE_SCHEMA)):
                 replace_partition(con, f"{SCHEMA}.{contract.table}", contract.duckdb_columns(), part,
                                   frame.select(*schema))
         shard = f"""(SELECT * FROM {SCHEMA}.predicted_relations WHERE "partition" = '{part}')"""
@@ -230,22 +254,31 @@ PREVALENCE_SQL = """
     GROUP BY p.object, p.attribute ORDER BY p.object, p.attribute"""
 
 
-def _load_predictions(con) -> Predictions | None:
-    rel = con.execute(f"SELECT {', '.join(RELATIONS_SCHEMA)} FROM {SCHEMA}.predicted_relations "
+def _read_predictions(folder: Path, prefix: str) -> Predictions:
+    """What a predict task wrote under ``folder`` (``vqa.worker``: ``{prefix}relations.parquet`` and images)."""
+    return Predictions(pl.read_parquet(folder / f"{prefix}relations.parquet"),
+                       pl.read_parquet(folder / f"{prefix}images.parquet"))
+
+
+def _load_predictions(con, prefix: str = "predicted_") -> Predictions | None:
+    """Every partition's predictions: the reference model's, or with ``prefix`` "pretrained_" the probe's."""
+    rel = con.execute(f"SELECT {', '.join(RELATIONS_SCHEMA)} FROM {SCHEMA}.{prefix}relations "
                       "ORDER BY image_id, object, attribute").pl().cast(RELATIONS_SCHEMA)
-    img = con.execute(f"SELECT {', '.join(IMAGES_SCHEMA)} FROM {SCHEMA}.predicted_images ORDER BY image_id"
+    img = con.execute(f"SELECT {', '.join(IMAGES_SCHEMA)} FROM {SCHEMA}.{prefix}images ORDER BY image_id"
                       ).pl().cast(IMAGES_SCHEMA)
     return Predictions(rel, img) if img.height else None
 
 
-@dg.asset(key=SCORES_KEY, group_name=names.VQA_SCORING, code_version="2", kinds={"duckdb", "json"}, owners=OWNERS,
+@dg.asset(key=SCORES_KEY, group_name=names.VQA_SCORING, code_version="3", kinds={"duckdb", "json"}, owners=OWNERS,
           deps=[PREDICTIONS_KEY, *VQA_QUESTION_KEYS.values(), EHRXQA_QUESTION_KEYS["gold"], *SPLIT_KEYS.values(),
                 ONTOLOGY_KEY, LABEL_KEYS["silver"], LABEL_KEYS["gold"], POOLS_KEY, DB_KEYS["gold"]],
           automation_condition=RELEASE_ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
           description="Grain: one row per (VQA module, metric): MIMIC-CXR-VQA test accuracy and micro F1 (overall, "
                       "per content type), relative AUROC vs the reference model (E.1.3), EHRXQA execution accuracy "
                       "of the gold NeuralSQL per modality x patient scope (Table E16), paraphrase robustness of "
-                      "text-reading modules. Table vqa_scoring.scores; EHRXQA_HOME/release/scores.{json,md}; each "
+                      "text-reading modules; a pretrained backbone's probe, when one predicted, as module "
+                      "pretrained_<architecture> (metadata `pretrained_backbone`: weights SHA-256, leakage risk). "
+                      "Table vqa_scoring.scores; EHRXQA_HOME/release/scores.{json,md}; each "
                       "scored module's answer per test item, one file per dataset and module: "
                       "release/predictions/{mimic-cxr-vqa,ehrxqa}/test/<module>.json ([{id, answer}], the "
                       "format `ehrxqa score` reads, which gives the same scores). "
@@ -262,6 +295,11 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
     database, sheet = _gold_files(settings)
     with warehouse.connect() as con:
         preds = _load_predictions(con)
+        try:
+            backbone = pretrained_backbone(con)
+        except ValueError as err:
+            raise dg.Failure(str(err)) from None
+        pretrained = {backbone["module"]: _load_predictions(con, "pretrained_")} if backbone else {}
         inputs = EvaluationInputs(
             questions=read_sides(con, f"{names.MIMIC_CXR_VQA}.{{side}}", "ORDER BY split_order, q"),
             images=read_sides(con, "splits.{side}"),
@@ -270,6 +308,7 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
             ehrxqa_items=con.execute(f"SELECT * FROM {names.EHRXQA}.gold WHERE split = 'test' ORDER BY id").pl(),
             gold_database=database, answer_sheet=sheet,
             images_root=_files_root(settings) if settings.check_images else None, predictions=preds,
+            pretrained=pretrained,
             prevalence=con.execute(PREVALENCE_SQL).pl(),
             pools=con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl(), vision=vqa_device.vision(),
             parse_store=settings.neuralsql_parse_store)
@@ -287,7 +326,10 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
         replace_tables(con, SCHEMA, {"scores": rows})
         return table_result(context, con, f"{SCHEMA}.scores", metadata={
             "leaderboard": dg.MetadataValue.md(md), "modules": dg.MetadataValue.json(sorted(result.scores)),
-            "reference_trained": preds is not None, "reference_decision": dg.MetadataValue.json(result.decision),
+            "reference_trained": preds is not None,
+            "reference_decision": dg.MetadataValue.json(result.decisions.get("reference", {})),
+            **({"pretrained_backbone": dg.MetadataValue.json({**backbone, "decision": result.decisions.get(
+                backbone["module"], {})})} if backbone else {}),
             "path": dg.MetadataValue.path(str(settings.release_dir / "scores.json")),
             "prediction_files": dg.MetadataValue.json(
                 [p.relative_to(settings.release_dir).as_posix() for p in written])})

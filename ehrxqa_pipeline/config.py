@@ -29,6 +29,7 @@ CHECK_IMAGES_ENV = "EHRXQA_CHECK_IMAGES"  # "0": skip JPEG checks (metadata-only
 DEFAULT_HOME = "data"
 EXECUTORS = ("multiprocess", "k8s")
 VQA_LAUNCHES = ("subprocess", "k8s")
+BACKBONES = ("densenet121", "resnet18", "resnet50")  # torchvision architectures (densenet121: torchxrayvision's)
 # The step settings (README.md, Configuration): Environment field -> variable. Unset or empty = the default.
 ENVIRONMENT = {
     "executor": "EHRXQA_EXECUTOR",  # multiprocess (default) or k8s: chosen when the code location loads
@@ -50,6 +51,8 @@ ENVIRONMENT = {
     "vqa_allow_hosts": "EHRXQA_VQA_ALLOW_HOSTS",  # hosts images may go to besides loopback (comma-separated)
     "vqa_launch": "EHRXQA_VQA_LAUNCH",  # subprocess (default) or k8s: chosen when the code location loads
     "vqa_worker_image": "EHRXQA_VQA_WORKER_IMAGE",  # with k8s: the image of deploy/vqa-worker.Dockerfile
+    "vqa_backbone": "EHRXQA_VQA_BACKBONE",  # a pretrained backbone's architecture, scored beside the reference
+    "vqa_backbone_weights": "EHRXQA_VQA_BACKBONE_WEIGHTS",  # its local state_dict file (never downloaded)
 }
 EXECUTOR_ENV = ENVIRONMENT["executor"]
 REVIEW_FLAGS = ("0", "1", "true", "false", "yes", "no")
@@ -192,6 +195,8 @@ class Environment:
     vqa_allow_hosts: str = ""
     vqa_launch: str = ""
     vqa_worker_image: str = ""
+    vqa_backbone: str = ""
+    vqa_backbone_weights: str = ""
 
     @classmethod
     def read(cls, env: Mapping[str, str] | None = None) -> Environment:
@@ -224,6 +229,30 @@ class Environment:
             raise SettingError(f"{name['vqa_launch']}=k8s needs {name['vqa_worker_image']}: the image built from "
                                "deploy/vqa-worker.Dockerfile, e.g. ghcr.io/your-org/ehrxqa-vqa:0.1.0")
         return self.vqa_worker_image
+    def backbone(self) -> tuple[str, Path] | None:
+        """(architecture, weights file) of EHRXQA_VQA_BACKBONE and EHRXQA_VQA_BACKBONE_WEIGHTS; None when neither
+        is set. A ``SettingError`` names the variable and the fix when only one is set, the architecture is not
+        one of ``BACKBONES`` or the file is missing; whether the file holds weights of that architecture is
+        checked where torch loads them (``vqa.backbone``)."""
+        arch, weights = self.vqa_backbone.lower(), self.vqa_backbone_weights
+        name = ENVIRONMENT
+        if not arch and not weights:
+            return None
+        if not weights:
+            raise SettingError(f"{name['vqa_backbone']}={self.vqa_backbone!r} needs {name['vqa_backbone_weights']}: "
+                               f"the local file of its weights (a state_dict saved with torch.save; nothing is "
+                               f"downloaded), or unset {name['vqa_backbone']}")
+        if not arch:
+            raise SettingError(f"{name['vqa_backbone_weights']}={weights!r} needs {name['vqa_backbone']}: the "
+                               f"architecture of those weights, one of {', '.join(BACKBONES)}")
+        if arch not in BACKBONES:
+            raise _bad(name["vqa_backbone"], self.vqa_backbone, f"use one of {', '.join(BACKBONES)}")
+        path = Path(weights).expanduser().absolute()
+        if not path.is_file():
+            raise SettingError(f"{name['vqa_backbone_weights']}={weights!r}: no such file; point it at a local "
+                               f"{arch} state_dict (.pt or .pth, saved with torch.save(model.state_dict(), path)), or "
+                               f"unset {name['vqa_backbone']} and {name['vqa_backbone_weights']}")
+        return arch, path
 
 
 def quiet_third_parties() -> None:
@@ -276,6 +305,7 @@ def check_environment(env: Mapping[str, str] | None = None) -> Settings:
     if bad:
         raise _bad(name["vqa_allow_hosts"], e.vqa_allow_hosts, "use comma-separated host names or addresses, no "
                                                                "scheme or path, e.g. 127.0.0.1,vqa.internal")
+    e.backbone()
     host = _url(e, "vqa_base_url")
     allowed = allowed_hosts(extra=e.extra_hosts())
     if host is not None and host not in allowed:

@@ -6,10 +6,13 @@ EHRXQA_VQA_DEVICE ("auto" = CUDA when present, else CPU; or "cpu", "cuda", "cuda
 ("0" turns bf16 autocast off on GPU; CPU always runs fp32), EHRXQA_VQA_BASE_URL / EHRXQA_VQA_MODEL /
 EHRXQA_VQA_API_KEY (an OpenAI-compatible vision endpoint, scored as one more module; unset = none) and
 EHRXQA_VQA_ALLOW_HOSTS (comma-separated hosts images may be sent to; default loopback only; README.md,
-Configuration; `ehrxqa` checks them at start-up: ehrxqa_pipeline.config.check_environment). torch is not
-imported here: the VQA worker resolves the device.
+Configuration; `ehrxqa` checks them at start-up: ehrxqa_pipeline.config.check_environment), and
+EHRXQA_VQA_BACKBONE / EHRXQA_VQA_BACKBONE_WEIGHTS (a pretrained backbone's architecture and local weights file,
+scored beside the reference model; unset = none). torch is not imported here: the VQA worker resolves the
+device.
 """
 
+from dataclasses import replace
 
 import dagster as dg
 
@@ -26,6 +29,8 @@ class VqaDevice(dg.ConfigurableResource):
     vision_model: str | None = None
     vision_api_key: str | None = None
     allow_hosts: str | None = None  # comma-separated, exactly these; None: loopback plus EHRXQA_VQA_ALLOW_HOSTS
+    backbone: str | None = None  # None: EHRXQA_VQA_BACKBONE (unset: no pretrained backbone)
+    backbone_weights: str | None = None  # None: EHRXQA_VQA_BACKBONE_WEIGHTS
 
     def requested(self) -> str:
         """"auto" / "cpu" / "cuda" / "cuda:N" as set: the VQA worker resolves it where it runs (its own pod may
@@ -51,3 +56,11 @@ class VqaDevice(dg.ConfigurableResource):
         return {"base_url": base_url, "model": self.vision_model or env.vqa_model or "gpt-4o",
                 "api_key": self.vision_api_key or env.vqa_api_key or "unused",
                 "allow_hosts": self.hosts()}
+
+    def pretrained(self) -> dict | None:
+        """{"architecture", "weights"} of the pretrained backbone to train beside the reference model, or None;
+        a ``SettingError`` naming the variable and the fix when it is set wrong (``Environment.backbone``)."""
+        env = Environment.read()
+        chosen = replace(env, vqa_backbone=self.backbone or env.vqa_backbone,
+                         vqa_backbone_weights=self.backbone_weights or env.vqa_backbone_weights).backbone()
+        return None if chosen is None else {"architecture": chosen[0], "weights": str(chosen[1])}

@@ -3,7 +3,9 @@ planted counts, every check passes, the release files exist, and every released 
 independently from the label table. Then one JPEG is damaged and only it leaves the cohort."""
 
 import gc
+import hashlib
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -37,6 +39,9 @@ EHRXQA_CAPS = dict(train_valid_cap=4, test_cap=2, patience=20, workers=1)
 # is scored, not how well; tests/vqa/test_train.py checks what training learns.
 RUN_CONFIG = {"ops": {**sampling_run_config(**EHRXQA_CAPS)["ops"],
                       "vqa_scoring__reference_model": {"config": {"epochs": 2}}}}
+# A pretrained backbone scored beside the reference model (vqa.backbone): random-init resnet18 weights in a local
+# file stand in for pretrained ones; tests/vqa/test_backbone.py checks the rest without Dagster.
+BACKBONE = "resnet18"
 SLOTS = {"object": ("object_1", "object_2"), "attribute": ("attribute_1", "attribute_2"),
          "category": ("category_1", "category_2"), "viewpos": ("viewpos",), "gender": ("gender",)}
 
@@ -50,6 +55,8 @@ def built(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("EHRXQA_HOME", str(tmp / "home"))
     mp.setenv("EHRXQA_SOURCE_ROOT", str(tmp / "source"))
+    mp.setenv("EHRXQA_VQA_BACKBONE", BACKBONE)
+    mp.setenv("EHRXQA_VQA_BACKBONE_WEIGHTS", str(_weights(tmp / "weights" / f"{BACKBONE}.pt")))
     for name, count in FEW_PARAPHRASES.items():
         mp.setenv(name, count)
     (tmp / "dagster").mkdir()
@@ -66,6 +73,16 @@ def built(tmp_path_factory):
         summary = build(settings, instance=instance, run_config=RUN_CONFIG)
         yield settings, instance, manifest, summary
     mp.undo()
+
+
+def _weights(path: Path) -> Path:
+    import torch
+    import torchvision
+
+    path.parent.mkdir()
+    torch.manual_seed(0)
+    torch.save(getattr(torchvision.models, BACKBONE)(weights=None).state_dict(), path)
+    return path
 
 
 def _download_list(source, staging):
@@ -135,7 +152,14 @@ def test_release_manifest_lists_every_file_with_its_hash(built):
     assert "PhysioNet Credentialed Health Data License 1.5.0" in (settings.release_dir / "LICENSE.txt").read_text()
     assert "SHA256SUMS.txt" not in paths  # it lists the manifest, so the manifest does not list it
     assert {f"predictions/{d}/test/{m}.json" for d in ("ehrxqa", "mimic-cxr-vqa")
-            for m in ("reference", "oracle", "yes", "prior_most", "prior_question")} <= set(paths)
+            for m in ("reference", f"pretrained_{BACKBONE}", "oracle", "yes", "prior_most", "prior_question")
+            } <= set(paths)
+    # the pretrained backbone that was scored: its weights' file name (no folder) and SHA-256, and the leakage risk
+    weights = Path(os.environ["EHRXQA_VQA_BACKBONE_WEIGHTS"])
+    assert doc["config"]["vqa_backbone"] == {
+        "module": f"pretrained_{BACKBONE}", "architecture": BACKBONE, "weights_file": weights.name,
+        "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(), "leakage_risk": "unknown"}
+    assert str(weights.parent) not in text
     # CHANGELOG.md: one build in this home, so one section; the snapshot it was written from is kept outside
     version = doc["release_version"]
     assert "CHANGELOG.md" in paths and f"## {version}\n\nThe first release version built in this home" in (
@@ -434,10 +458,25 @@ def test_vqa_scores_for_every_module(built):
     n = scores["oracle"]["mimic_cxr_vqa/n"]
     assert n > 0 and all(scores[m]["mimic_cxr_vqa/n"] == n for m in ("reference", "yes", "prior_question"))
     assert scores["yes"]["mimic_cxr_vqa/accuracy"] < scores["oracle"]["mimic_cxr_vqa/accuracy"]
-    board = _metadata(instance, "vqa_scoring", "scores")["leaderboard"].value
+    meta = _metadata(instance, "vqa_scoring", "scores")
+    board = meta["leaderboard"].value
     assert board.startswith("| module |") and "| reference |" in board
+    # the pretrained backbone's probe: trained in the same worker task, predicted every partition, scored
+    module = f"pretrained_{BACKBONE}"
+    assert scores[module]["mimic_cxr_vqa/n"] == n and scores[module]["ehrxqa/n"] == scores["reference"]["ehrxqa/n"]
+    weights = Path(os.environ["EHRXQA_VQA_BACKBONE_WEIGHTS"])
+    sha = hashlib.sha256(weights.read_bytes()).hexdigest()
+    used = meta["pretrained_backbone"].value
+    assert (used["module"], used["weights_sha256"], used["leakage_risk"]) == (module, sha, "unknown")
+    assert model["pretrained"].value["weights_sha256"] == sha and model["pretrained"].value["curves"]
+    assert all(r.asset_materialization.metadata["pretrained"].value["weights_sha256"] == sha for r in parts
+               if "timings" in r.asset_materialization.metadata)
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         images = con.execute("SELECT count(DISTINCT image_id) FROM vqa_scoring.predicted_images").fetchone()[0]
+        assert con.execute("""SELECT count(*) FROM vqa_scoring.predicted_relations
+                              FULL JOIN vqa_scoring.pretrained_relations USING (image_id, object, attribute)
+                              WHERE predicted_relations.prob IS NULL OR pretrained_relations.prob IS NULL
+                              """).fetchone()[0] == 0
         test = con.execute("SELECT count(*) FROM splits.gold WHERE split = 'test'").fetchone()[0]
     assert images >= test > 0
 
@@ -454,7 +493,7 @@ def test_score_command_reproduces_the_scores_asset(built, capsys):
     release = settings.release_dir
     board = json.loads((release / "scores.json").read_text())
     files = sorted((release / "predictions").rglob("*.json"))
-    assert len(files) == 10, files  # 5 modules x 2 datasets (no vision endpoint)
+    assert len(files) == 12, files  # 6 modules (the pretrained backbone's among them) x 2 datasets (no vision)
     for path in files:
         dataset, module = path.parent.parent.name, path.stem
         assert main(["score", str(path), "--dataset", dataset, "--release", str(release), "--json"]) == 0

@@ -29,6 +29,8 @@ BAD = [
     ("EHRXQA_VQA_ALLOW_HOSTS", "https://vision.example.com/v1", "no scheme or path"),
     ("EHRXQA_VQA_LAUNCH", "pod", "use subprocess or k8s"),
     ("EHRXQA_VQA_LAUNCH", "k8s", "needs EHRXQA_VQA_WORKER_IMAGE"),
+    ("EHRXQA_VQA_BACKBONE", "resnet18", "needs EHRXQA_VQA_BACKBONE_WEIGHTS"),
+    ("EHRXQA_VQA_BACKBONE_WEIGHTS", "/nowhere/resnet18.pt", "needs EHRXQA_VQA_BACKBONE"),
     ("EHRXQA_LLM_BASE_URL", "ftp://x", "http(s) URL"),
     ("EHRXQA_PARAPHRASE_COUNT_EHRXQA", "many", "positive integer"),
     ("EHRXQA_PARAPHRASE_REQUIRE_REVIEW", "maybe", "use 0 or 1 or true"),

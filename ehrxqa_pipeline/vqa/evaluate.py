@@ -1,7 +1,9 @@
 """Score every VQA module side by side: the leaderboard behind ``vqa_scoring/scores`` (paper Tables 4, E12, E16).
 
 Modules: ``reference`` (the trained model's predictions as labels, with the decision rule chosen on the
-valid split: see ``prior_corrected``; only when predictions exist), ``oracle`` (the answer labels themselves:
+valid split: see ``prior_corrected``; only when predictions exist), ``pretrained_<arch>`` (a pretrained
+backbone's probe, ``vqa.backbone``, answering the same way from its own predictions, when one was trained),
+``oracle`` (the answer labels themselves:
 the gold labels of the test images for MIMIC-CXR-VQA, the gold database's answer sheet for EHRXQA),
 ``yes`` (constant), ``prior_most`` and ``prior_question`` (paper Table 4's priors, fitted on train + valid),
 and ``vision`` (an OpenAI-compatible endpoint, when one is configured).
@@ -55,6 +57,7 @@ class EvaluationInputs:
     answer_sheet: Path  # its tb_cxr_plus.db
     images_root: Path | None  # MIMIC-CXR-JPG files/ (None: no pixels)
     predictions: Predictions | None = None  # None: no reference model (a source without JPEGs)
+    pretrained: Mapping[str, Predictions] | None = None  # module name (pretrained_<arch>) -> its predictions
     prevalence: pl.DataFrame | None = None  # object, attribute, prevalence among silver-train images
     pools: pl.DataFrame | None = None  # paraphrase.pools (robustness phrasings)
     vision: Mapping | None = None  # OpenAIVisionModule kwargs
@@ -65,7 +68,8 @@ class EvaluationInputs:
 class Evaluation:
     scores: dict[str, dict] = field(default_factory=dict)  # module -> flat metrics (leaderboard.module_scores)
     details: dict[str, dict] = field(default_factory=dict)  # module -> the scorers' full outputs
-    decision: dict = field(default_factory=dict)  # the reference model's decision rule and why
+    # trained module (reference, pretrained_<arch>) -> its decision rule and why
+    decisions: dict[str, dict] = field(default_factory=dict)
     # dataset ("mimic-cxr-vqa", "ehrxqa") -> module -> [{"id", "answer"}] per test item in release order
     # (MIMIC-CXR-VQA: id = idx, the position in test.json; EHRXQA: the record id): release/predictions/
     predictions: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
@@ -128,16 +132,18 @@ def prior_corrected(predictions: Predictions, prevalence: pl.DataFrame | None, s
     return Predictions(rel, predictions.images)
 
 
-def choose_prior_scale(valid: pl.DataFrame, x: EvaluationInputs, threshold: float) -> tuple[float, dict[float, float]]:
-    """The ``PRIOR_SCALES`` entry whose reference answers are most accurate on the valid questions about
-    predicted images (ties: the smaller scale), and each scale's valid accuracy. The test split is not used."""
-    predicted = x.predictions.images["image_id"]
+def choose_prior_scale(valid: pl.DataFrame, predictions: Predictions, x: EvaluationInputs,
+                       threshold: float) -> tuple[float, dict[float, float]]:
+    """The ``PRIOR_SCALES`` entry whose answers from a trained model's ``predictions`` are most accurate on the
+    valid questions about predicted images (ties: the smaller scale), and each scale's valid accuracy. The test
+    split is not used."""
+    predicted = predictions.images["image_id"]
     asked = valid.filter(pl.col("image_id").is_in(predicted.implode()))
     if not asked.height or x.prevalence is None:
         return 0.0, {}
     acc = {}
     for scale in PRIOR_SCALES:
-        module = ReferenceModule(prior_corrected(x.predictions, x.prevalence, scale), x.pairs, x.images, threshold)
+        module = ReferenceModule(prior_corrected(predictions, x.prevalence, scale), x.pairs, x.images, threshold)
         acc[scale] = score_mimic_cxr_vqa(asked, answer_mimic_cxr_vqa(module, asked))["accuracy"] or 0.0
     return max(PRIOR_SCALES, key=lambda k: (acc[k], -k)), acc
 
@@ -153,15 +159,18 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
     mimic_modules: dict[str, object] = {"oracle": gold, **priors}  # MIMIC-CXR-VQA: its own gold labels
     ehrxqa_modules: dict[str, object] = {"oracle": oracle, **priors}
     out = Evaluation()
-    if x.predictions is not None:
-        scale, valid_acc = choose_prior_scale(x.questions.filter(pl.col("split") == "valid"), x, threshold)
-        log(f"reference decision: prevalence scale {scale} (valid accuracy per scale {valid_acc})")
-        out.decision = {"prior_scale": scale, "valid_accuracy": {str(k): v for k, v in valid_acc.items()}}
-        decided = prior_corrected(x.predictions, x.prevalence, scale)
-        mimic_modules = {"reference": ReferenceModule(decided, x.pairs, x.images, threshold), **mimic_modules}
-        sheet = _ehrxqa_images(oracle)
-        ehrxqa_modules = {"reference": ReferenceModule(_with_sheet_ratios(decided, sheet), oracle.labels.pairs,
-                                                       sheet, threshold), **ehrxqa_modules}
+    trained = {"reference": x.predictions, **(x.pretrained or {})} if x.predictions is not None else {}
+    valid, sheet = x.questions.filter(pl.col("split") == "valid"), _ehrxqa_images(oracle)
+    mimic_trained, ehrxqa_trained = {}, {}
+    for name, predictions in trained.items():
+        scale, valid_acc = choose_prior_scale(valid, predictions, x, threshold)
+        log(f"{name} decision: prevalence scale {scale} (valid accuracy per scale {valid_acc})")
+        out.decisions[name] = {"prior_scale": scale, "valid_accuracy": {str(k): v for k, v in valid_acc.items()}}
+        decided = prior_corrected(predictions, x.prevalence, scale)
+        mimic_trained[name] = ReferenceModule(decided, x.pairs, x.images, threshold, name)
+        ehrxqa_trained[name] = ReferenceModule(_with_sheet_ratios(decided, sheet), oracle.labels.pairs, sheet,
+                                               threshold, name)
+    mimic_modules, ehrxqa_modules = {**mimic_trained, **mimic_modules}, {**ehrxqa_trained, **ehrxqa_modules}
     vision = OpenAIVisionModule(**x.vision) if x.vision else None
     if vision is not None:
         mimic_modules["vision"] = ehrxqa_modules["vision"] = vision

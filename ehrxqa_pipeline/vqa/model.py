@@ -47,27 +47,19 @@ class CropNet(nn.Module):
         return self.proj(self.features(x))
 
 
-class ReferenceModel(nn.Module):
-    """Object-crop attribute classifier + thumbnail view/sex classifier (two independent networks)."""
+class CropClassifier(nn.Module):
+    """What a crop model puts on top of its crop features (``crop_net``): the object's embedding and the box
+    geometry into an attribute head, plus a learnable per-(object, attribute) bias initialised at the training
+    prevalence (``set_prior``). Shared by ``ReferenceModel`` and ``vqa.backbone.PretrainedModel``."""
 
-    def __init__(self, n_objects: int, n_attributes: int, widths: tuple[int, ...] = (16, 32, 64, 64),
-                 strides: tuple[int, ...] = (2, 2, 2, 1), feat: int = 128, obj_dim: int = 16, hidden: int = 128,
-                 thumb_widths: tuple[int, ...] = (16, 32, 64, 64)):
-        super().__init__()
-        self.config = dict(n_objects=n_objects, n_attributes=n_attributes, widths=tuple(widths),
-                           strides=tuple(strides), feat=feat, obj_dim=obj_dim, hidden=hidden,
-                           thumb_widths=tuple(thumb_widths))
-        self.crop_net = CropNet(widths, strides, feat)
+    crop_net: nn.Module
+
+    def _add_heads(self, n_objects: int, n_attributes: int, feat: int, obj_dim: int, hidden: int) -> None:
         self.obj_emb = nn.Embedding(n_objects, obj_dim)
         self.head = nn.Sequential(nn.Linear(feat + obj_dim + GEOM_FEATURES, hidden), nn.ReLU(inplace=True),
                                   nn.Linear(hidden, n_attributes))
         self.prior = nn.Embedding(n_objects, n_attributes)  # per-(object, attribute) bias, see set_prior
         nn.init.zeros_(self.prior.weight)
-        thumb, cin = [], 2  # channels: the thumbnail and its texture energy (see vqa.images.Crops)
-        for k, w in enumerate(thumb_widths):
-            thumb += _block(cin, w, 2, bn=k > 0)
-            cin = w
-        self.thumb_net = nn.Sequential(*thumb, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 2))
 
     def set_prior(self, prevalence: np.ndarray, eps: float = 0.5) -> None:
         """Initialise the per-pair bias at the smoothed log-odds of ``prevalence`` = (pos, n) counts.
@@ -84,12 +76,37 @@ class ReferenceModel(nn.Module):
         z = torch.cat([self.crop_net(crops), self.obj_emb(objects), geom], dim=1)
         return self.head(z) + self.prior(objects)
 
+
+class ReferenceModel(CropClassifier):
+    """Object-crop attribute classifier + thumbnail view/sex classifier (two independent networks)."""
+
+    def __init__(self, n_objects: int, n_attributes: int, widths: tuple[int, ...] = (16, 32, 64, 64),
+                 strides: tuple[int, ...] = (2, 2, 2, 1), feat: int = 128, obj_dim: int = 16, hidden: int = 128,
+                 thumb_widths: tuple[int, ...] = (16, 32, 64, 64)):
+        super().__init__()
+        self.config = dict(n_objects=n_objects, n_attributes=n_attributes, widths=tuple(widths),
+                           strides=tuple(strides), feat=feat, obj_dim=obj_dim, hidden=hidden,
+                           thumb_widths=tuple(thumb_widths))
+        self.crop_net = CropNet(widths, strides, feat)
+        self._add_heads(n_objects, n_attributes, feat, obj_dim, hidden)
+        thumb, cin = [], 2  # channels: the thumbnail and its texture energy (see vqa.images.Crops)
+        for k, w in enumerate(thumb_widths):
+            thumb += _block(cin, w, 2, bn=k > 0)
+            cin = w
+        self.thumb_net = nn.Sequential(*thumb, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 2))
+
     def forward_images(self, thumbs: torch.Tensor) -> torch.Tensor:
         """(M, 2, t, t) from ``thumb_tensor`` -> (M, 2) logits: [PA (vs AP), male]."""
         return self.thumb_net(thumbs)
 
 
-def build_model(n_objects: int, n_attributes: int, **kwargs) -> ReferenceModel:
+def build_model(n_objects: int, n_attributes: int, **kwargs) -> CropClassifier:
+    """The model a saved ``config`` describes: a ``vqa.backbone.PretrainedModel`` when it names an
+    architecture, else the ``ReferenceModel``."""
+    if "architecture" in kwargs:
+        from ehrxqa_pipeline.vqa.backbone import PretrainedModel
+
+        return PretrainedModel(n_objects, n_attributes, **kwargs)
     return ReferenceModel(n_objects, n_attributes, **kwargs)
 
 

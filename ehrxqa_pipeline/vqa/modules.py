@@ -67,10 +67,12 @@ def reference_labels(predictions: Predictions, pairs: pl.DataFrame, images: pl.D
 
 
 class ReferenceModule(LabelModule):
-    """``LabelModule`` over ``reference_labels(predictions, pairs, images, threshold)``."""
+    """``LabelModule`` over ``reference_labels(predictions, pairs, images, threshold)``; ``name``: another trained
+    model's predictions (``pretrained_<arch>``) answer the same way."""
 
-    def __init__(self, predictions: Predictions, pairs: pl.DataFrame, images: pl.DataFrame, threshold: float = 0.5):
-        super().__init__(reference_labels(predictions, pairs, images, threshold), "reference")
+    def __init__(self, predictions: Predictions, pairs: pl.DataFrame, images: pl.DataFrame, threshold: float = 0.5,
+                 name: str = "reference"):
+        super().__init__(reference_labels(predictions, pairs, images, threshold), name)
         self.threshold = threshold
 
 

@@ -10,6 +10,8 @@ for that object are masked), plus BCE of the thumbnail's view (PA vs AP) and sex
 the one with the best valid macro AUROC over pairs with >= ``min_valid_positives`` positives (valid loss
 when no pair qualifies); training stops after ``patience`` epochs without improvement.
 Same inputs + seed + torch thread count give bitwise identical weights on the CPU.
+With a pretrained backbone (``vqa.backbone``), its probe trains the same way on the same decoded arrays,
+after the reference model (``TrainResult.pretrained``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import copy
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -79,6 +82,8 @@ class TrainResult:
     timings: dict = field(default_factory=dict)
     version: str = ""
     best_epoch: int = 0
+    backbone: dict = field(default_factory=dict)  # a pretrained model's: vqa.backbone.PretrainedModel.load_backbone
+    pretrained: TrainResult | None = None  # the pretrained backbone's probe, trained beside this model
 
     @property
     def objects(self) -> tuple[str, ...]:
@@ -105,12 +110,14 @@ def data_version(config: TrainConfig, vocab: Vocab, train_ids: list[str], n_posi
 
 
 def train_reference(con, files_root: Path, config: TrainConfig = TrainConfig(), log=print,
-                    scratch: Path | None = None) -> TrainResult:
+                    scratch: Path | None = None, backbone: Mapping | None = None) -> TrainResult:
     """Train on silver train images, keep the best epoch on silver valid images; see the module docstring.
 
     ``scratch``: a folder under which the decoded crops, thumbnails and targets are kept on disk
     (memory-mapped, removed afterwards) instead of in memory: memory then stays flat in the number of images
     (about 10 GB of crops at MIMIC-CXR scale). Same arrays, same weights.
+    ``backbone``: {"architecture", "weights"} of a pretrained backbone whose probe is trained next on the same
+    arrays (``result.pretrained``); a ``SettingError`` before any decoding when its weights do not load.
     """
     import tempfile
 
@@ -118,24 +125,28 @@ def train_reference(con, files_root: Path, config: TrainConfig = TrainConfig(), 
 
     with torch_threads(config.threads):
         if scratch is None:
-            return _train(con, files_root, config, log, None)
+            return _train(con, files_root, config, log, None, backbone)
         Path(scratch).mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="reference-model-", dir=scratch) as tmp:
-            return _train(con, files_root, config, log, Path(tmp))
+            return _train(con, files_root, config, log, Path(tmp), backbone)
 
 
-def _train(con, files_root: Path, config: TrainConfig, log, store: Path | None) -> TrainResult:
-    import torch
-
-    from ehrxqa_pipeline.vqa.device import device_info, resolve_device, seed_everything, torch_generator
+def _train(con, files_root: Path, config: TrainConfig, log, store: Path | None,
+           backbone: Mapping | None) -> TrainResult:
+    from ehrxqa_pipeline.vqa.device import resolve_device, seed_everything
     from ehrxqa_pipeline.vqa.model import build_model
-    from ehrxqa_pipeline.vqa.steps import StepData, evaluate, train_step
 
     t_start = time.perf_counter()
     device = resolve_device(config.device)
     amp = config.amp and device.startswith("cuda")
     seed_everything(config.seed, device)
     vocab = load_vocab(con)
+    pretrained = None
+    if backbone:
+        from ehrxqa_pipeline.vqa.backbone import PretrainedModel
+
+        pretrained = PretrainedModel(len(vocab.objects), len(vocab.attributes), backbone["architecture"])
+        facts = pretrained.load_backbone(Path(backbone["weights"]))
     train_imgs = select_images(con, "train", max_images=config.max_images)
     valid_imgs = select_images(con, "valid")
     if train_imgs.height == 0:
@@ -147,10 +158,34 @@ def _train(con, files_root: Path, config: TrainConfig, log, store: Path | None) 
     log(f"reference model: {tr.n_images} train / {va.n_images} valid images, {len(tr.obj)} train crops, "
         f"{tr.n_positive} positives, decode {decode_s:.1f}s, device {device}")
 
-    model = build_model(len(vocab.objects), len(vocab.attributes))
+    digest = hashlib.sha256()
+    for part in (tr.obj, tr.target, tr.crops.geom, va.obj, va.target, va.crops.geom):
+        digest.update(memoryview(np.ascontiguousarray(part)).cast("B"))  # the bytes, without a copy
+    fit = dict(tr=tr, va=va, vocab=vocab, config=config, device=device, amp=amp, log=log, decode_s=decode_s,
+               content=digest.hexdigest())
+    seed_everything(config.seed, device)
+    result = _fit(build_model(len(vocab.objects), len(vocab.attributes)), t_start=t_start, **fit)
+    if pretrained is not None:
+        log(f"{facts['module']}: sha256 {facts['weights_sha256']}, leakage risk {facts['leakage_risk']}")
+        seed_everything(config.seed, device)
+        result.pretrained = _fit(pretrained, t_start=time.perf_counter(), facts=facts, **fit)
+    return result
+
+
+def _fit(model, tr, va, vocab: Vocab, config: TrainConfig, device: str, amp: bool, log, decode_s: float,
+         content: str, t_start: float, facts: dict | None = None) -> TrainResult:
+    """Train ``model``'s trainable parameters on ``tr``, keep the best epoch on ``va`` (module docstring).
+    ``facts``: a pretrained backbone's (``PretrainedModel.load_backbone``), which enter its version."""
+    import torch
+
+    from ehrxqa_pipeline.vqa.device import device_info, torch_generator
+    from ehrxqa_pipeline.vqa.steps import StepData, evaluate, train_step
+
+    name = f"{facts['module']} " if facts else ""
     model.set_prior(prevalence(tr, vocab))
     model.to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
+                            weight_decay=config.weight_decay)
     steps = max(1, -(-tr.n_images // config.batch_size))
     total = steps * config.epochs
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / steps) * (
@@ -182,7 +217,8 @@ def _train(con, files_root: Path, config: TrainConfig, log, store: Path | None) 
         curves.append(row)
         score = row.get("valid_auroc", float("nan"))
         score = -row.get("valid_loss", -row["train_loss"]) if np.isnan(score) else score
-        log(f"epoch {epoch}: train loss {row['train_loss']:.4f}, valid loss {row.get('valid_loss', float('nan')):.4f}, "
+        log(f"{name}epoch {epoch}: train loss {row['train_loss']:.4f}, "
+            f"valid loss {row.get('valid_loss', float('nan')):.4f}, "
             f"valid AUROC {row.get('valid_auroc', float('nan')):.3f} ({row.get('valid_auroc_pairs', 0)} pairs), "
             f"{row['train_images_per_s']:.0f} img/s")
         if best is None or score > best:
@@ -197,12 +233,9 @@ def _train(con, files_root: Path, config: TrainConfig, log, store: Path | None) 
                "train_seconds": train_model_s, "epochs_run": epochs_run,
                "train_images_per_s": tr.n_images * epochs_run / max(train_model_s, 1e-9),
                "train_images": tr.n_images, "valid_images": va.n_images, **device_info(device)}
-    digest = hashlib.sha256()
-    for part in (tr.obj, tr.target, tr.crops.geom, va.obj, va.target, va.crops.geom):
-        digest.update(memoryview(np.ascontiguousarray(part)).cast("B"))  # the bytes, without a copy
-    version = data_version(config, vocab, tr.crops.image_ids, tr.n_positive, va.crops.image_ids, model.config,
-                           digest.hexdigest())
-    return TrainResult(model, vocab, config, curves, timings, version, best_epoch)
+    identity = {**model.config, **({"weights_sha256": facts["weights_sha256"]} if facts else {})}
+    version = data_version(config, vocab, tr.crops.image_ids, tr.n_positive, va.crops.image_ids, identity, content)
+    return TrainResult(model, vocab, config, curves, timings, version, best_epoch, dict(facts or {}))
 
 
 FORMAT = 1
@@ -223,7 +256,7 @@ def save_model(result: TrainResult, path: Path) -> Path:
                                    "config": asdict(result.config), "curves": result.curves,
                                    "timings": result.timings}, default=str))  # weights_only-loadable
     payload = {"format": FORMAT, "state_dict": {k: v.detach().cpu() for k, v in result.model.state_dict().items()},
-               **plain, "version": result.version, "best_epoch": result.best_epoch}
+               **plain, "version": result.version, "best_epoch": result.best_epoch, "backbone": result.backbone}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         torch.save(payload, tmp)
@@ -248,7 +281,8 @@ def load_model(path: Path, device: str = "cpu") -> TrainResult:
     model.load_state_dict(payload["state_dict"])
     model.to(resolve_device(device)).eval()
     return TrainResult(model, Vocab.from_dict(payload["vocab"]), TrainConfig(**payload["config"]),
-                       payload["curves"], payload["timings"], payload["version"], payload["best_epoch"])
+                       payload["curves"], payload["timings"], payload["version"], payload["best_epoch"],
+                       payload.get("backbone", {}))
 
 
 def plot_curves(curves: list[dict]) -> bytes:

@@ -12,9 +12,14 @@ resolved here, in the process that holds the GPU; nothing is read from the envir
 - ``{"task": "train", "workspace", "files_root", "model", "scratch", "config": TrainConfig fields}`` writes the
   model file and ``training_curves.png`` beside it; returns the materialization metadata and data version
   (the model's version: epochs, valid AUROC, timings) and the check ``learned`` (valid macro AUROC above 0.5,
-  the untrained prior's; passed when no valid pair has enough positives to say);
+  the untrained prior's; passed when no valid pair has enough positives to say). With ``"backbone":
+  {"architecture", "weights", "model"}`` it also trains a pretrained backbone's probe (``vqa.backbone``) on the
+  same arrays into ``backbone["model"]``: its facts (SHA-256 of the weights, leakage risk) and training go in
+  the metadata under ``pretrained``, and its version joins the data version;
 - ``{"task": "predict", "workspace", "files_root", "model", "device", "image_ids", "out"}`` writes
-  ``relations.parquet`` and ``images.parquet`` under ``out``; returns the timings.
+  ``relations.parquet`` and ``images.parquet`` under ``out``; returns the timings. With ``"pretrained"`` (that
+  probe's model file) it writes its ``pretrained_relations.parquet`` and ``pretrained_images.parquet`` too and
+  returns its facts under ``pretrained``.
 The calling asset writes the warehouse (its single writer), so the task only reads.
 """
 
@@ -35,21 +40,34 @@ def train(task: dict, log=print) -> tuple[dict, str, dict]:
     from ehrxqa_pipeline.vqa.train import TrainConfig, plot_curves, save_model, train_reference
 
     config = TrainConfig(**{**task["config"], "device": resolve_device(task["config"]["device"])})
+    backbone = task.get("backbone")
     with duckdb.connect(task["workspace"], read_only=True) as con:
-        result = train_reference(con, Path(task["files_root"]), config, log=log, scratch=Path(task["scratch"]))
+        result = train_reference(con, Path(task["files_root"]), config, log=log, scratch=Path(task["scratch"]),
+                                 backbone=backbone)
     path = save_model(result, Path(task["model"]))
     write_bytes(path.with_name("training_curves.png"), plot_curves(result.curves))
-    best = result.curves[result.best_epoch - 1] if result.curves else {}
-    auroc = best.get("valid_auroc")
+    auroc = _best(result).get("valid_auroc")
     metadata = {"trained": True, "version": result.version, "device": config.device, "path": str(path),
                 "best_epoch": result.best_epoch, "valid_auroc": auroc, "curves": result.curves,
                 "timings": result.timings, "config": asdict(config)}
+    version = result.version
+    if result.pretrained is not None:
+        probe = result.pretrained
+        save_model(probe, Path(backbone["model"]))
+        metadata["pretrained"] = {**probe.backbone, "version": probe.version, "path": backbone["model"],
+                                  "best_epoch": probe.best_epoch, "valid_auroc": _best(probe).get("valid_auroc"),
+                                  "curves": probe.curves, "timings": probe.timings}
+        version = f"{version}+{probe.version}"
     known = auroc is not None and auroc == auroc  # NaN: no valid pair with enough positives
     check = {"passed": (not known) or auroc > 0.5,
              "metadata": {"valid_auroc": auroc if known else None, "best_epoch": result.best_epoch},
              "description": (f"best valid macro AUROC {auroc:.3f} (the prior's: 0.5)" if known else
                              "no valid pair has enough positives to measure AUROC")}
-    return metadata, result.version, check
+    return metadata, version, check
+
+
+def _best(result) -> dict:
+    return result.curves[result.best_epoch - 1] if result.curves else {}
 
 
 def predict(task: dict) -> dict:
@@ -57,19 +75,31 @@ def predict(task: dict) -> dict:
     import duckdb
 
     from ehrxqa_pipeline.vqa.device import resolve_device
-    from ehrxqa_pipeline.vqa.infer import predict as run
-    from ehrxqa_pipeline.vqa.train import load_model
 
     out = Path(task["out"])
     out.mkdir(parents=True, exist_ok=True)
-    device = resolve_device(task["device"])
-    timings: dict = {}
+    task = {**task, "device": resolve_device(task["device"])}
     with duckdb.connect(task["workspace"], read_only=True) as con:
-        preds = run(load_model(Path(task["model"]), device), con, Path(task["files_root"]), split=None,
-                    image_ids=task["image_ids"], device=device, timings=timings)
-    preds.relations.write_parquet(out / "relations.parquet")
-    preds.images.write_parquet(out / "images.parquet")
-    return {"timings": {k: v for k, v in timings.items() if k != "missing"}}
+        metadata = {"timings": _predict_into(con, task, task["model"], out, "")[1]}
+        if task.get("pretrained"):
+            facts, timings = _predict_into(con, task, task["pretrained"], out, "pretrained_")
+            metadata["pretrained"] = {**facts, "timings": timings}
+    return metadata
+
+
+def _predict_into(con, task: dict, model: str, out: Path, prefix: str) -> tuple[dict, dict]:
+    """The model file ``model``'s predictions of the task's images as ``{prefix}relations.parquet`` and
+    ``{prefix}images.parquet`` under ``out``; (its backbone facts, the timings)."""
+    from ehrxqa_pipeline.vqa.infer import predict as run
+    from ehrxqa_pipeline.vqa.train import load_model
+
+    timings: dict = {}
+    result = load_model(Path(model), task["device"])
+    preds = run(result, con, Path(task["files_root"]), split=None, image_ids=task["image_ids"],
+                device=task["device"], timings=timings)
+    preds.relations.write_parquet(out / f"{prefix}relations.parquet")
+    preds.images.write_parquet(out / f"{prefix}images.parquet")
+    return result.backbone, {k: v for k, v in timings.items() if k != "missing"}
 
 
 def run_task(task: dict, log=print) -> tuple[dict, str | None, dict | None]:

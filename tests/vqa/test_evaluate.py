@@ -83,6 +83,28 @@ def test_without_predictions_no_reference(inputs):
     assert "reference" not in result.scores and result.scores["oracle"]["ehrxqa/accuracy"] == 1.0
 
 
+def test_a_pretrained_backbone_is_scored_beside_the_reference_with_its_own_decision(inputs):
+    """Its predictions answer through the reference model's module under its own name, with the decision rule
+    chosen on its own valid answers, and are ranked against the reference on the verify items; the reference's
+    scores do not move, and without one the modules are those of test_every_module_scored_and_table_items_shared."""
+    from dataclasses import replace
+
+    alone = evaluate(inputs, min_positives=1, robustness_k=2)
+    wrong = {(img, "right lung", "pleural effusion") for img in IMAGES["image_id"]}
+    both = evaluate(replace(inputs, pretrained={"pretrained_resnet18": predictions(flip=wrong)}), min_positives=1,
+                    robustness_k=2)
+    assert set(both.scores) == set(alone.scores) | {"pretrained_resnet18"}
+    assert both.scores["reference"] == alone.scores["reference"]
+    assert list(both.scores)[:2] == ["reference", "pretrained_resnet18"]
+    probe = both.scores["pretrained_resnet18"]
+    # wrong where (right lung, pleural effusion) decides: items 0 and 9 (verify), 2 and 3 (which finding / where),
+    # 10 (img21 now has an abnormality)
+    assert probe["mimic_cxr_vqa/accuracy"] == pytest.approx(7 / 12) and probe["ehrxqa/n"] == inputs.ehrxqa_items.height
+    assert probe["auroc_rel/pairs"] == both.scores["reference"]["auroc_rel/pairs"] and probe["auroc_rel/mean"] < 1
+    assert set(both.decisions) == {"reference", "pretrained_resnet18"}
+    assert {"reference", "pretrained_resnet18"} <= set(both.predictions["mimic-cxr-vqa"])
+
+
 def test_prior_correction_moves_the_decision_to_the_prevalence():
     from ehrxqa_pipeline.vqa.evaluate import prior_corrected
     from ehrxqa_pipeline.vqa.predictions import IMAGES_SCHEMA, RELATIONS_SCHEMA, Predictions
