@@ -341,7 +341,7 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
 
     @dg.asset(key=MANIFEST_KEY, code_version="6", kinds={"json"}, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
               deps=[*RELEASE_INPUTS, *ehrxqa.QUESTION_KEYS.values(), PARAPHRASE_CANDIDATES_KEY, PARAPHRASE_POOLS_KEY,
-                    PARAPHRASE_REVIEW_KEY],
+                    PARAPHRASE_REVIEW_KEY, vqa_scoring.PREDICTIONS_KEY],
               check_specs=[dg.AssetCheckSpec("portable", asset=MANIFEST_KEY, blocking=True,
                                              description="No absolute path of this machine (EHRXQA_HOME, the source "
                                                          "root, the repository) in the manifest or the datasheet."),
@@ -363,13 +363,13 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
                           "manifest's byte digests; DuckDB files and the manifest hashed byte for byte). Before them "
                           "CHANGELOG.md: one section per release version built in this home, newest first, each "
                           "against the version before it (snapshots kept in EHRXQA_HOME/release_history). Source: "
-                          "the release folder. Files: EHRXQA_HOME/release/manifest.json, SHA256SUMS.txt, "
-                          "CHANGELOG.md.", **COMMON)
+                          "the release folder, vqa_scoring.pretrained_backbone. Files: "
+                          "EHRXQA_HOME/release/manifest.json, SHA256SUMS.txt, CHANGELOG.md.", **COMMON)
     def release_manifest(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
         settings = pipeline_config.settings()
         sources, code, config = _facts(context, settings, warehouse)
         with warehouse.connect() as con:
-            backbone = pretrained_backbone(con)  # what vqa_scoring/scores, upstream, scored
+            backbone = pretrained_backbone(con)  # of vqa_scoring/predictions: what vqa_scoring/scores scored
         config = {**config, **({"vqa_backbone": backbone} if backbone else {})}
         doc = manifest.build_manifest(settings.release_dir, sources=sources, code=code, seed=settings.seed,
                                       config=config, asset_code_versions=_asset_code_versions(definitions()))
