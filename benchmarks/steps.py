@@ -138,8 +138,16 @@ def build_steps(dagster_home: Path, samples: list[tuple[float, int]], stopped: f
         return []
     import dagster as dg
 
-    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-        return step_table(dagster_steps(instance), samples, stopped)
+    before = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(dagster_home)  # the dagster.yaml `ehrxqa` writes names its storage by it
+    try:
+        with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+            return step_table(dagster_steps(instance), samples, stopped)
+    finally:
+        if before is None:
+            del os.environ["DAGSTER_HOME"]
+        else:
+            os.environ["DAGSTER_HOME"] = before
 
 
 def step_lines(table: list[dict], n: int = 15) -> list[str]:

@@ -177,38 +177,30 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         self._engines.dispose()
 
 
-class PooledSqliteRunStorage(SqliteRunStorage):
+class _PooledConnect:
+    """``connect()`` of Dagster's SQLite storages of one database file (runs.db, schedules.db) on a kept-open
+    connection."""
+
+    def __init__(self, conn_string: str, inst_data=None):
+        self._engines = _Engines()
+        super().__init__(conn_string, inst_data)
+
+    @contextmanager
+    def connect(self) -> Iterator:
+        with _transaction(self._engines.get(self._conn_string)) as conn:
+            yield conn
+
+    def dispose(self) -> None:
+        super().dispose()
+        self._engines.dispose()
+
+
+class PooledSqliteRunStorage(_PooledConnect, SqliteRunStorage):
     """``SqliteRunStorage`` (runs.db) on a kept-open connection."""
 
-    def __init__(self, conn_string: str, inst_data=None):
-        self._engines = _Engines()
-        super().__init__(conn_string, inst_data)
 
-    @contextmanager
-    def connect(self) -> Iterator:
-        with _transaction(self._engines.get(self._conn_string)) as conn:
-            yield conn
-
-    def dispose(self) -> None:
-        super().dispose()
-        self._engines.dispose()
-
-
-class PooledSqliteScheduleStorage(SqliteScheduleStorage):
+class PooledSqliteScheduleStorage(_PooledConnect, SqliteScheduleStorage):
     """``SqliteScheduleStorage`` (schedules.db) on a kept-open connection."""
-
-    def __init__(self, conn_string: str, inst_data=None):
-        self._engines = _Engines()
-        super().__init__(conn_string, inst_data)
-
-    @contextmanager
-    def connect(self) -> Iterator:
-        with _transaction(self._engines.get(self._conn_string)) as conn:
-            yield conn
-
-    def dispose(self) -> None:
-        super().dispose()
-        self._engines.dispose()
 
 
 class PooledSqliteStorage(DagsterSqliteStorage):
