@@ -136,18 +136,14 @@ def build_steps(dagster_home: Path, samples: list[tuple[float, int]], stopped: f
     empty when the build stopped before it wrote the instance."""
     if not (dagster_home / "dagster.yaml").exists():
         return []
+    from unittest import mock
+
     import dagster as dg
 
-    before = os.environ.get("DAGSTER_HOME")
-    os.environ["DAGSTER_HOME"] = str(dagster_home)  # the dagster.yaml `ehrxqa` writes names its storage by it
-    try:
-        with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-            return step_table(dagster_steps(instance), samples, stopped)
-    finally:
-        if before is None:
-            del os.environ["DAGSTER_HOME"]
-        else:
-            os.environ["DAGSTER_HOME"] = before
+    # the dagster.yaml `ehrxqa` writes names its storage folder by DAGSTER_HOME
+    with mock.patch.dict(os.environ, DAGSTER_HOME=str(dagster_home)), \
+            dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        return step_table(dagster_steps(instance), samples, stopped)
 
 
 def step_lines(table: list[dict], n: int = 15) -> list[str]:

@@ -229,6 +229,7 @@ class Environment:
             raise SettingError(f"{name['vqa_launch']}=k8s needs {name['vqa_worker_image']}: the image built from "
                                "deploy/vqa-worker.Dockerfile, e.g. ghcr.io/your-org/ehrxqa-vqa:0.1.0")
         return self.vqa_worker_image
+
     def backbone(self) -> tuple[str, Path] | None:
         """(architecture, weights file) of EHRXQA_VQA_BACKBONE and EHRXQA_VQA_BACKBONE_WEIGHTS; None when neither
         is set. A ``SettingError`` names the variable and the fix when only one is set, the architecture is not

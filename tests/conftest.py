@@ -21,6 +21,22 @@ def small_source(tmp_path_factory) -> tuple[Path, dict]:
 
 
 @pytest.fixture
+def exported_settings(monkeypatch) -> None:
+    """What ``Settings.export`` writes to the environment (``cli.prepare_instance`` calls it) is put back as it
+    was after the test."""
+    import os
+
+    from ehrxqa_pipeline.config import HOME_ENV, SEED_ENV, SOURCE_ENV
+    from ehrxqa_pipeline.sources.layout import VERSIONS_ENV
+
+    for name in ("DAGSTER_HOME", HOME_ENV, SEED_ENV, SOURCE_ENV, VERSIONS_ENV):
+        if name in os.environ:
+            monkeypatch.setenv(name, os.environ[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
 def source_copy(small_source, tmp_path) -> tuple[Path, dict]:
     """A private copy of the small source that a test may damage."""
     src, manifest = small_source

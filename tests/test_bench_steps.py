@@ -104,15 +104,13 @@ def test_dagster_steps_lists_every_step_with_its_partition():
     assert all(r["start"] <= r["end"] <= time.time() for r in rows)  # epoch seconds, like the sampler's
 
 
-def test_build_steps_reads_an_ehrxqa_home_without_dagster_home_set(tmp_path, monkeypatch):
+def test_build_steps_reads_an_ehrxqa_home_without_dagster_home_set(tmp_path, monkeypatch, exported_settings):
     """The bench opens the instance of the home it built by path; that home's dagster.yaml names its storage by
     DAGSTER_HOME (cli.DAGSTER_YAML_BLOCKS), which the bench process need not have set."""
     from benchmarks.steps import build_steps
     from ehrxqa_pipeline.cli import prepare_instance
-    from ehrxqa_pipeline.config import HOME_ENV, SEED_ENV, SOURCE_ENV, Settings
+    from ehrxqa_pipeline.config import Settings
 
-    for name in ("DAGSTER_HOME", HOME_ENV, SEED_ENV, SOURCE_ENV):  # prepare_instance exports them: restored
-        monkeypatch.setenv(name, os.environ[name]) if name in os.environ else monkeypatch.delenv(name, raising=False)
     settings = Settings.resolve(str(tmp_path / "home"))
     prepare_instance(settings)
     with dg.DagsterInstance.get() as instance:

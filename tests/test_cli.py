@@ -199,18 +199,12 @@ def test_dev_works_from_any_directory(tmp_path, monkeypatch):
     assert workspace.is_absolute() and workspace.is_file() and "ehrxqa_pipeline.definitions" in workspace.read_text()
 
 
-def test_instance_has_no_first_visit_modal(tmp_path, monkeypatch):
+def test_instance_has_no_first_visit_modal(tmp_path, exported_settings):
     """The instance `ehrxqa` writes turns Dagster's first-visit (newsletter) modal off, also in an older one."""
     import dagster as dg
 
     from ehrxqa_pipeline.cli import prepare_instance
-    from ehrxqa_pipeline.config import HOME_ENV, SEED_ENV, SOURCE_ENV, Settings
-
-    for name in ("DAGSTER_HOME", HOME_ENV, SEED_ENV, SOURCE_ENV):  # prepare_instance exports these: restore them
-        if name in os.environ:
-            monkeypatch.setenv(name, os.environ[name])
-        else:
-            monkeypatch.delenv(name, raising=False)
+    from ehrxqa_pipeline.config import Settings
 
     old = Settings.resolve(str(tmp_path / "old"))
     old.dagster_home.mkdir(parents=True)

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from ehrxqa_pipeline.cli import prepare_instance
 from ehrxqa_pipeline.cli.dagster_private import PooledSqliteStorage, _Engines
-from ehrxqa_pipeline.config import HOME_ENV, SEED_ENV, SOURCE_ENV, Settings
+from ehrxqa_pipeline.config import Settings
 
 
 @dg.asset
@@ -19,10 +19,8 @@ def numbers() -> dg.MaterializeResult:
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    """A home as `ehrxqa` prepares it (prepare_instance exports DAGSTER_HOME and these: restored afterwards)."""
-    for name in ("DAGSTER_HOME", HOME_ENV, SEED_ENV, SOURCE_ENV):
-        monkeypatch.setenv(name, os.environ[name]) if name in os.environ else monkeypatch.delenv(name, raising=False)
+def home(tmp_path, exported_settings):
+    """A home for `ehrxqa` to prepare (what prepare_instance exports is put back afterwards)."""
     settings = Settings.resolve(str(tmp_path / "home"))
     settings.dagster_home.mkdir(parents=True)
     return settings
