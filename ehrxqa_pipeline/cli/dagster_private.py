@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import dagster as dg
+import sqlalchemy as sa
 from dagster._core.storage.base_storage import DagsterStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
@@ -124,9 +125,7 @@ class _Engines:
         self._engines: OrderedDict = OrderedDict()
         self._pid = os.getpid()
 
-    def get(self, url: str):
-        import sqlalchemy as sa
-
+    def get(self, url: str) -> sa.Engine:
         with self._lock:
             if self._pid != os.getpid():
                 for engine in self._engines.values():
