@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import NamedTuple
 
 import dagster as dg
 import polars as pl
@@ -56,12 +57,12 @@ def train_workspace(con, path: Path | None = None):
     return snapshot(con, sides=("silver",), labels=("silver",), path=path)
 
 
-def predict_workspace(con, top_folder: str, path: Path | None = None):
-    """The inference copy of one top folder: the silver split (valid chooses the decision rule) and every
-    gold-cohort image, no labels (``PREDICT_WORKSPACE``)."""
+def predict_workspace(con, top_folders: list[str], path: Path | None = None):
+    """The inference copy of some top folders: the silver split (valid chooses the decision rule) and every
+    gold-cohort image, no labels (``PREDICT_WORKSPACE``); the boxes of those folders' images only."""
     from ehrxqa_pipeline.vqa.workspace import GOLD_COHORT_IMAGES_SQL, snapshot
 
-    return snapshot(con, con.execute(GOLD_COHORT_IMAGES_SQL).pl(), top_folder=top_folder, sides=("silver",),
+    return snapshot(con, con.execute(GOLD_COHORT_IMAGES_SQL).pl(), top_folders=top_folders, sides=("silver",),
                     path=path)
 
 
@@ -186,9 +187,52 @@ def _partition_images(work, partition: str) -> list[str]:
         "ORDER BY image_id", [f"{partition}/%"]).fetchall()]
 
 
+class _Shard(NamedTuple):
+    """One partition's predictions: the reference model's, the probe's (empty without one) and the backbone
+    facts row naming the probe's weights (empty without one), and the worker's timings (empty: no launch)."""
+
+    preds: Predictions
+    probed: Predictions
+    backbone: pl.DataFrame
+    timings: dict
+
+    @classmethod
+    def empty(cls) -> "_Shard":
+        return cls(Predictions.empty(), Predictions.empty(), pl.DataFrame(schema=BACKBONE_SCHEMA), {})
+
+
+def _predict_shards(context, pipes: dg.PipesClient, warehouse: Warehouse, settings, device: VqaDevice,
+                    parts: list[str]) -> dict[str, _Shard]:
+    """The predictions of each partition of ``parts`` by one worker launch (torch starts once however many
+    partitions the run holds); a partition without images to predict gets none."""
+    path, probe = _model_path(settings), _probe_path(settings)
+    out = {part: _Shard.empty() for part in parts}
+    with _worker_files(settings, context) as tmp:
+        with warehouse.connect() as con:
+            work = predict_workspace(con, parts, tmp / "workspace.duckdb")
+        shards = {part: ids for part in parts if (ids := _partition_images(work, part))}
+        work.close()
+        if not shards:
+            return out
+        mat, _ = _split_results(_run_worker(context, pipes, settings, {
+            "task": "predict", "workspace": str(tmp / "workspace.duckdb"), "files_root": str(_files_root(settings)),
+            "model": str(path), "device": device.requested(), "shards": shards, "out": str(tmp / "out"),
+            "pretrained": str(probe) if probe.is_file() else None}))
+        reported = {k: getattr(v, "value", v) for k, v in (mat.metadata or {}).items()}
+        facts = reported.get("pretrained")
+        backbone = (pl.DataFrame([facts], schema_overrides=BACKBONE_SCHEMA).select(*BACKBONE_SCHEMA) if facts
+                    else pl.DataFrame(schema=BACKBONE_SCHEMA))
+        for part, done in reported["shards"].items():
+            folder = tmp / "out" / part
+            out[part] = _Shard(_read_predictions(folder, ""),
+                               _read_predictions(folder, "pretrained_") if facts else Predictions.empty(),
+                               backbone, done["timings"])
+    return out
+
+
 @dg.asset(key=PREDICTIONS_KEY, group_name=names.VQA_SCORING, code_version="2", kinds={"pytorch", "duckdb"},
           owners=OWNERS, deps=[MODEL_KEY, *PREDICT_WORKSPACE], partitions_def=IMAGE_PARTITIONS,
-          check_specs=[contract_check_spec(PREDICTIONS_KEY)],
+          backfill_policy=dg.BackfillPolicy.single_run(), check_specs=[contract_check_spec(PREDICTIONS_KEY)],
           automation_condition=ON_CHANGE, pool=GPU_POOL, op_tags={**DUCKDB_TAGS, **GPU_TAGS},
           description="Grain: one row per (image, object, attribute) of the label pool with the reference model's "
                       "probability (vqa_scoring.predicted_relations) and one row per image with P(PA), P(male) and "
@@ -198,49 +242,39 @@ def _partition_images(work, partition: str) -> list[str]:
                       "same images into vqa_scoring.pretrained_relations / pretrained_images, and "
                       "vqa_scoring.pretrained_backbone names its weights (architecture, SHA-256, leakage risk); "
                       "all three are empty otherwise. Batch inference with parallel JPEG decoding; no labels are read. "
+                      "The partitions of one run (a backfill, or every one in a build) share one worker process. "
                       "Source: vqa_scoring/reference_model, splits.silver, cxr_cohort.gold, cxr_labels.pairs, "
                       "ingest.silver_bbox, ingest.gold_bbox (the test images' CTR/MTR), the JPEGs.")
 def predictions(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse,
                 vqa_device: VqaDevice, vqa_pipes: dg.ResourceParam[dg.PipesClient]) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
-    part = context.partition_key
-    path, probe = _model_path(settings), _probe_path(settings)
-    preds, probed, reported = Predictions.empty(), Predictions.empty(), {}
-    used = pl.DataFrame(schema=BACKBONE_SCHEMA)
-    if path.is_file():
-        with _worker_files(settings, context) as tmp:
-            with warehouse.connect() as con:
-                work = predict_workspace(con, part, tmp / "workspace.duckdb")
-            ids = _partition_images(work, part)
-            work.close()
-            if ids:
-                mat, _ = _split_results(_run_worker(context, vqa_pipes, settings, {
-                    "task": "predict", "workspace": str(tmp / "workspace.duckdb"),
-                    "files_root": str(_files_root(settings)), "model": str(path), "device": vqa_device.requested(),
-                    "image_ids": ids, "out": str(tmp / "out"), "pretrained": str(probe) if probe.is_file() else None}))
-                reported = dict(mat.metadata or {})
-                preds = _read_predictions(tmp / "out", "")
-                if "pretrained" in reported:
-                    probed = _read_predictions(tmp / "out", "pretrained_")
-                    used = pl.DataFrame([reported["pretrained"].value], schema_overrides=BACKBONE_SCHEMA).select(
-                        *BACKBONE_SCHEMA)
-        context.log.info(f"{part}: {len(ids)} images predicted")
+    parts = list(context.partition_keys)
+    if _model_path(settings).is_file():
+        shards = _predict_shards(context, vqa_pipes, warehouse, settings, vqa_device, parts)
     else:
-        context.log.warning(f"{part}: no reference model ({path}); nothing predicted")
+        context.log.warning(f"{', '.join(parts)}: no reference model ({_model_path(settings)}); nothing predicted")
+        shards = {part: _Shard.empty() for part in parts}
     with warehouse.connect() as con:
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-        with transaction(con):  # every table's rows of this partition at once
-            for contract, frame, schema in ((RELATIONS_CONTRACT, preds.relations, RELATIONS_SCHEMA),
-                                            (IMAGES_CONTRACT, preds.images, IMAGES_SCHEMA),
-                                            (PRETRAINED_RELATIONS_CONTRACT, probed.relations, RELATIONS_SCHEMA),
-                                            (PRETRAINED_IMAGES_CONTRACT, probed.images, IMAGES_SCHEMA),
-                                            (BACKBONE_CONTRACT, used, BACKBONE_SCHEMA)):
-                replace_partition(con, f"{SCHEMA}.{contract.table}", contract.duckdb_columns(), part,
-                                  frame.select(*schema))
-        shard = f"""(SELECT * FROM {SCHEMA}.predicted_relations WHERE "partition" = '{part}')"""
-        return dg.MaterializeResult(metadata={
-            **reported, **table_metadata(con, shard), "images": preds.images.height},
-            check_results=[contract_check_result(con, PREDICTIONS_KEY)])
+        with transaction(con):  # every table's rows of the run's partitions at once
+            for part, shard in shards.items():
+                for contract, frame, schema in ((RELATIONS_CONTRACT, shard.preds.relations, RELATIONS_SCHEMA),
+                                                (IMAGES_CONTRACT, shard.preds.images, IMAGES_SCHEMA),
+                                                (PRETRAINED_RELATIONS_CONTRACT, shard.probed.relations,
+                                                 RELATIONS_SCHEMA),
+                                                (PRETRAINED_IMAGES_CONTRACT, shard.probed.images, IMAGES_SCHEMA),
+                                                (BACKBONE_CONTRACT, shard.backbone, BACKBONE_SCHEMA)):
+                    replace_partition(con, f"{SCHEMA}.{contract.table}", contract.duckdb_columns(), part,
+                                      frame.select(*schema))
+        for part, shard in shards.items():
+            context.log.info(f"{part}: {shard.preds.images.height} images predicted")
+            rows = f"""(SELECT * FROM {SCHEMA}.predicted_relations WHERE "partition" = '{part}')"""
+            context.add_asset_metadata({
+                **table_metadata(con, rows), "images": shard.preds.images.height,
+                **({"timings": dg.MetadataValue.json(shard.timings)} if shard.timings else {}),
+                **({"pretrained": dg.MetadataValue.json(shard.backbone.row(0, named=True))}
+                   if shard.backbone.height else {})}, partition_key=part)
+        return dg.MaterializeResult(check_results=[contract_check_result(con, PREDICTIONS_KEY)])
 
 
 # Laplace-smoothed share of silver-train images on which each pool pair is affirmed (evaluate.prior_corrected)

@@ -236,6 +236,8 @@ PRIVATE_USES = {
     "dagster._core.execution.context_creation_job:orchestration_context_event_generator": (),
     "dagster._core.execution.execute_in_process:merge_run_tags": ("job_def", "partition_key", "tags",
                                                                   "asset_selection", "instance", "run_config"),
+    "dagster._core.storage.tags:ASSET_PARTITION_RANGE_START_TAG": (),
+    "dagster._core.storage.tags:ASSET_PARTITION_RANGE_END_TAG": (),
     "dagster._core.definitions.asset_daemon_cursor:AssetDaemonCursor": (),
     "dagster._serdes:deserialize_value": (),
     "dagster._serdes:serialize_value": (),

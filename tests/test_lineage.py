@@ -236,7 +236,7 @@ def test_the_reference_model_and_the_predictions_declare_what_their_workspace_re
     reads = {"vqa_scoring/reference_model": {"splits.silver", "cxr_labels.pairs", "cxr_labels.silver"},
              "vqa_scoring/predictions": {"splits.silver", "cxr_cohort.gold", "cxr_labels.pairs", "ingest.gold_bbox"}}
     for asset, copy in (("vqa_scoring/reference_model", lambda c: train_workspace(c)),
-                        ("vqa_scoring/predictions", lambda c: predict_workspace(c, "p10"))):
+                        ("vqa_scoring/predictions", lambda c: predict_workspace(c, ["p10"]))):
         log = tmp_path / f"{asset.replace('/', '_')}.jsonl"
         step = {"run": "r", "step": asset, "partition": None, "assets": [asset], "checks": []}
         work = copy(RecordingConnection(con, StatementLog(log, step)))

@@ -105,7 +105,7 @@ def test_the_pipes_context_is_a_file_on_the_shared_volume_however_many_image_ids
     """A prediction task of 20,000 ids (about 900 KB of context) leaves the pod's environment small: Linux
     refuses to start a process with one variable over 128 KiB. The file goes once the session closes."""
     ids = [f"{i:08x}-5b7c9c1e-2a1f4d3b-8e6f0a9c-{i:08x}" for i in range(20_000)]
-    pod, env, context_file, context = _pod(k8s_env, {"task": "predict", "image_ids": ids})
+    pod, env, context_file, context = _pod(k8s_env, {"task": "predict", "shards": {"p10": ids}})
     assert context_file.is_relative_to(Path(k8s_env["EHRXQA_HOME"]) / "cache" / "vqa")
     assert ids[-1] in context
     assert not context_file.exists()

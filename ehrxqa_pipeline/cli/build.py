@@ -226,11 +226,28 @@ class _Runner:
                 keys = sorted({p for k in stage for p in partitions.get(k, ()) if p is not None})
             else:
                 keys = pdef.get_partition_keys(dynamic_partitions_store=instance)
-            for partition in keys:
+            for partition in self._runs(stage, pdef, keys, instance):
                 self.results.append(self.run(instance, stage, partition))
-                self.partitions.append(partition)
+                self.partitions.append(partition if not isinstance(partition, dg.PartitionKeyRange)
+                                       else f"{partition.start}...{partition.end}")
             if not self.ok:
                 return  # later stages depend on this one
+
+    def _runs(self, stage: list[dg.AssetKey], pdef, keys: list, instance) -> list:
+        """The runs of a stage's partition ``keys``: one per key, or, when every asset of the stage has a
+        single-run backfill policy (it handles a range in one step), one per range of consecutive keys, as
+        Dagster's backfills and automation launch them."""
+        if pdef is None or not all(self.graph.get(k).backfill_policy == dg.BackfillPolicy.single_run()
+                                   for k in stage):
+            return keys
+        order = {k: i for i, k in enumerate(pdef.get_partition_keys(dynamic_partitions_store=instance))}
+        ranges: list[list[str]] = []
+        for key in sorted(keys, key=order.__getitem__):
+            if ranges and order[key] == order[ranges[-1][-1]] + 1:
+                ranges[-1].append(key)
+            else:
+                ranges.append([key])
+        return [dg.PartitionKeyRange(r[0], r[-1]) for r in ranges]
 
     def run_missing(self, instance, log=print) -> dict[str, str] | None:
         """After the automation rounds of ``--changed``: what is still out of date though no condition requests

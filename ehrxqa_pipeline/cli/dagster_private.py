@@ -4,7 +4,8 @@ Dagster has no public call for three things `ehrxqa` needs:
 - runs that the UI treats as its own while they execute in this process (``execute``): the in-process
   execution of ``execute_in_process`` (``dagster._core.execution.execute_in_process``) with the origin of the
   project's code location (``job_origin``) passed to ``create_run_for_job``, so that the runs show on the
-  Overview and under their job, and "Re-execute" (all steps or from failure) works from the UI;
+  Overview and under their job, and "Re-execute" (all steps or from failure) works from the UI; and one run
+  of a partition range, with the tags a backfill's run of a range carries (``dagster._core.storage.tags``);
 - the automation cursor of `ehrxqa build --changed`, kept between builds (``load_cursor``, ``save_cursor``):
   ``AssetDaemonCursor`` written with Dagster's serdes in the instance's daemon cursor storage;
 - an instance storage that keeps its SQLite connections open (``PooledSqliteStorage``, named in the
@@ -66,16 +67,23 @@ def job_origin(job_name: str = ASSET_JOB) -> Origin:
 
 
 def execute(job: dg.JobDefinition, instance: dg.DagsterInstance, asset_selection: Sequence[dg.AssetKey],
-            partition_key: str | None, tags: Mapping[str, str], run_config: Mapping,
+            partition_key: str | dg.PartitionKeyRange | None, tags: Mapping[str, str], run_config: Mapping,
             origin: Origin | None) -> dg.ExecuteInProcessResult:
     """``job.execute_in_process(asset_selection=..., partition_key=..., raise_on_error=False)``, the run
-    carrying ``origin`` (None: none, for definitions no code location holds, as in tests)."""
+    carrying ``origin`` (None: none, for definitions no code location holds, as in tests). A
+    ``PartitionKeyRange``: one run of those partitions (assets with a single-run backfill policy), tagged as
+    Dagster tags a backfill's run of a range (execute_in_process takes no range)."""
     from dagster._core.definitions.job_base import InMemoryJob
     from dagster._core.execution.api import ExecuteRunWithPlanIterable, create_execution_plan, job_execution_iterator
     from dagster._core.execution.context_creation_job import (
         PlanOrchestrationContextManager, orchestration_context_event_generator)
     from dagster._core.execution.execute_in_process import merge_run_tags
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
+    if isinstance(partition_key, dg.PartitionKeyRange):
+        tags = {**tags, ASSET_PARTITION_RANGE_START_TAG: partition_key.start,
+                ASSET_PARTITION_RANGE_END_TAG: partition_key.end}
+        partition_key = None
     if origin is None:
         return job.execute_in_process(instance=instance, asset_selection=asset_selection, raise_on_error=False,
                                       partition_key=partition_key, tags=dict(tags), run_config=dict(run_config))

@@ -16,10 +16,12 @@ resolved here, in the process that holds the GPU; nothing is read from the envir
   {"architecture", "weights", "model"}`` it also trains a pretrained backbone's probe (``vqa.backbone``) on the
   same arrays into ``backbone["model"]``: its facts (SHA-256 of the weights, leakage risk) and training go in
   the metadata under ``pretrained``, and its version joins the data version;
-- ``{"task": "predict", "workspace", "files_root", "model", "device", "image_ids", "out"}`` writes
-  ``relations.parquet`` and ``images.parquet`` under ``out``; returns the timings. With ``"pretrained"`` (that
-  probe's model file) it writes its ``pretrained_relations.parquet`` and ``pretrained_images.parquet`` too and
-  returns its facts under ``pretrained``.
+- ``{"task": "predict", "workspace", "files_root", "model", "device", "shards": {shard: image ids}, "out"}``
+  writes ``relations.parquet`` and ``images.parquet`` under ``out/<shard>`` for each shard (an image partition,
+  pNN: one launch predicts every partition of a run, so torch starts once, and each shard is predicted on its
+  own, in the batches a launch of its own would use); returns each shard's timings under ``shards``. With
+  ``"pretrained"`` (that probe's model file) it writes ``pretrained_relations.parquet`` and
+  ``pretrained_images.parquet`` too and returns the probe's facts under ``pretrained``.
 The calling asset writes the warehouse (its single writer), so the task only reads.
 """
 
@@ -71,35 +73,40 @@ def _best(result) -> dict:
 
 
 def predict(task: dict) -> dict:
-    """Metadata of a predict task (its parquet files are written under ``task["out"]``)."""
+    """Metadata of a predict task (its parquet files are written under ``task["out"]/<shard>``)."""
     import duckdb
 
     from ehrxqa_pipeline.vqa.device import resolve_device
+    from ehrxqa_pipeline.vqa.train import load_model
 
-    out = Path(task["out"])
-    out.mkdir(parents=True, exist_ok=True)
-    task = {**task, "device": resolve_device(task["device"])}
+    device = resolve_device(task["device"])
+    models = {"": load_model(Path(task["model"]), device)}
+    if task.get("pretrained"):
+        models["pretrained_"] = load_model(Path(task["pretrained"]), device)
+    metadata: dict = {"shards": {}}
     with duckdb.connect(task["workspace"], read_only=True) as con:
-        metadata = {"timings": _predict_into(con, task, task["model"], out, "")[1]}
-        if task.get("pretrained"):
-            facts, timings = _predict_into(con, task, task["pretrained"], out, "pretrained_")
-            metadata["pretrained"] = {**facts, "timings": timings}
+        for shard, ids in task["shards"].items():
+            out = Path(task["out"]) / shard
+            out.mkdir(parents=True, exist_ok=True)
+            timings = {prefix: _predict_into(con, task, model, device, ids, out, prefix)
+                       for prefix, model in models.items()}
+            metadata["shards"][shard] = {"timings": timings[""], **(
+                {"pretrained_timings": timings["pretrained_"]} if "pretrained_" in timings else {})}
+    if "pretrained_" in models:
+        metadata["pretrained"] = models["pretrained_"].backbone
     return metadata
 
 
-def _predict_into(con, task: dict, model: str, out: Path, prefix: str) -> tuple[dict, dict]:
-    """The model file ``model``'s predictions of the task's images as ``{prefix}relations.parquet`` and
-    ``{prefix}images.parquet`` under ``out``; (its backbone facts, the timings)."""
+def _predict_into(con, task: dict, model, device: str, ids: list[str], out: Path, prefix: str) -> dict:
+    """The loaded model ``model``'s predictions of ``ids`` as ``{prefix}relations.parquet`` and
+    ``{prefix}images.parquet`` under ``out``; the timings."""
     from ehrxqa_pipeline.vqa.infer import predict as run
-    from ehrxqa_pipeline.vqa.train import load_model
 
     timings: dict = {}
-    result = load_model(Path(model), task["device"])
-    preds = run(result, con, Path(task["files_root"]), split=None, image_ids=task["image_ids"],
-                device=task["device"], timings=timings)
+    preds = run(model, con, Path(task["files_root"]), split=None, image_ids=ids, device=device, timings=timings)
     preds.relations.write_parquet(out / f"{prefix}relations.parquet")
     preds.images.write_parquet(out / f"{prefix}images.parquet")
-    return result.backbone, {k: v for k, v in timings.items() if k != "missing"}
+    return {k: v for k, v in timings.items() if k != "missing"}
 
 
 def run_task(task: dict, log=print) -> tuple[dict, str | None, dict | None]:

@@ -58,13 +58,14 @@ def copied_tables(sides=SIDES, labels=()) -> list[str]:
     return [*(f"splits.{side}" for side in sides), "cxr_labels.pairs", *(f"cxr_labels.{x}" for x in labels)]
 
 
-def snapshot(con: duckdb.DuckDBPyConnection, extra: pl.DataFrame | None = None, top_folder: str | None = None,
+def snapshot(con: duckdb.DuckDBPyConnection, extra: pl.DataFrame | None = None,
+             top_folders: list[str] | None = None,
              *, sides=SIDES, labels=(), path: Path | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB holding ``splits.images`` (the split tables of ``sides``, in that order),
     ``cxr_labels.pairs``, ``cxr_labels.<x>`` for each of ``labels`` and the boxes of its images; ``extra``
     (image_id, subject_id, study_id, view_position, gender; optionally split, ctr, mtr) joins ``splits.images``
-    (with split 'ehrxqa' unless it names one) where the image is not already there. ``top_folder`` (pNN): copy
-    only the boxes of that folder's images (one inference partition). ``path``: a new DuckDB file instead of
+    (with split 'ehrxqa' unless it names one) where the image is not already there. ``top_folders`` (pNN):
+    copy only the boxes of those folders' images (inference partitions). ``path``: a new DuckDB file instead of
     memory (for the out-of-process worker, ``cli.vqa_worker``; close the returned connection before it reads)."""
     if path is not None:
         Path(path).unlink(missing_ok=True)
@@ -81,8 +82,9 @@ def snapshot(con: duckdb.DuckDBPyConnection, extra: pl.DataFrame | None = None, 
             SELECT e.*{split}, {image_relpath_sql('e.subject_id', 'e.study_id', 'e.image_id')} AS image_path
             FROM _extra e WHERE e.image_id NOT IN (SELECT image_id FROM splits.images)""")
         mem.unregister("_extra")
-    ids = mem.execute("SELECT image_id FROM splits.images WHERE ? IS NULL OR image_path LIKE ? || '/%'",
-                      [top_folder, top_folder]).pl()
+    ids = mem.execute("SELECT image_id FROM splits.images WHERE ?::VARCHAR[] IS NULL "
+                      "OR list_contains(?::VARCHAR[], split_part(image_path, '/', 1))",
+                      [top_folders, top_folders]).pl()
     con.register("_snapshot_ids", ids)
     try:
         _copy(con, mem, "ingest.silver_bbox", """

@@ -169,11 +169,12 @@ def test_the_worker_trains_the_probe_beside_an_unchanged_reference_and_predicts_
                           ).pl()["image_id"].to_list()
         images = con.execute("SELECT * FROM splits.images").pl()
         pairs = con.execute("SELECT object, attribute, category FROM cxr_labels.pairs").pl()
-    out = tmp_path / "out"
     reported = run_task({"task": "predict", "workspace": str(vqa_warehouse.db), "device": "cpu",
                          "files_root": str(vqa_warehouse.files_root), "model": str(tmp_path / "reference.pt"),
-                         "pretrained": str(probe), "image_ids": ids, "out": str(out)})[0]
-    assert reported["pretrained"]["weights_sha256"] == sha and reported["pretrained"]["timings"]["images"] == len(ids)
+                         "pretrained": str(probe), "shards": {"p10": ids}, "out": str(tmp_path / "out")})[0]
+    assert reported["pretrained"]["weights_sha256"] == sha
+    assert reported["shards"]["p10"]["pretrained_timings"]["images"] == len(ids)
+    out = tmp_path / "out" / "p10"
     read = {p: Predictions(pl.read_parquet(out / f"{p}relations.parquet"), pl.read_parquet(out / f"{p}images.parquet"))
             for p in ("", "pretrained_")}
     keys = ["image_id", "object", "attribute"]

@@ -39,7 +39,7 @@ def test_resolve_cuda_without_cuda_names_the_setting(monkeypatch, tmp_path):
     monkeypatch.setenv("EHRXQA_VQA_DEVICE", "cuda")
     device = VqaDevice().requested()  # the resource reads the setting; the worker resolves it where it runs
     for task in ({"task": "train", "config": {"device": device}},
-                 {"task": "predict", "device": device, "out": str(tmp_path / "out")}):
+                 {"task": "predict", "device": device, "out": str(tmp_path / "out"), "shards": {}}):
         with pytest.raises(ValueError, match="EHRXQA_VQA_DEVICE"):
             run_task(task)
 
