@@ -260,7 +260,10 @@ class NeuralSqlExecutor:
         reached: dict[tuple[str, int], None] = {}
         for query in queries:
             try:
-                self._run((query if isinstance(query, ParsedQuery) else self.parse(query)).sql)
+                parsed = query if isinstance(query, ParsedQuery) else self.parse(query)
+                if not parsed.has_vqa:
+                    continue  # no FUNC_VQA call: its pass reaches no pair (a table item's query, run once in execute)
+                self._run(parsed.sql)
             except NeuralSqlError:
                 continue
             reached.update(self._misses)
