@@ -105,7 +105,13 @@ def test_build_failure_names_file_column_and_fix(source_copy, tmp_path, monkeypa
     for name, value in (("EHRXQA_HOME", tmp_path / "home"), ("EHRXQA_SOURCE_ROOT", root),
                         ("DAGSTER_HOME", tmp_path / "home" / "dagster"), ("EHRXQA_SEED", "0")):
         monkeypatch.setenv(name, str(value))  # restored afterwards: the command exports them for its steps
+    from ehrxqa_pipeline.cli import build as build_module
+    from ehrxqa_pipeline.threads import cores, step_threads
+
+    seen, real = [], build_module.build
+    monkeypatch.setattr(build_module, "build", lambda *a, **k: seen.append(step_threads()) or real(*a, **k))
     assert main(["build", "--select", "key:ingest/patients"]) == 1
+    assert seen == [cores()] and step_threads() == 1  # one step at a time: thread-count-free work uses every core
     out = capsys.readouterr().out
     failed = [line for line in out.splitlines() if "FAILED step ingest__patients" in line]
     assert failed, out[-2000:]

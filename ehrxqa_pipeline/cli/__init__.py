@@ -178,6 +178,7 @@ def _run_config(path: str) -> dict:
 
 def cmd_build(args) -> int:
     from ehrxqa_pipeline.cli.build import build, format_summary
+    from ehrxqa_pipeline.threads import steps_run_alone
 
     if args.changed and args.select:
         print("error: --changed materializes what changed anywhere; it takes no --select", file=sys.stderr)
@@ -208,7 +209,8 @@ def cmd_build(args) -> int:
         prepare_instance(settings)
         _configure_pools()
         ensure_source(settings)
-        summary = build(settings, select=args.select, changed=args.changed, run_config=run_config)
+        with steps_run_alone():  # the build runs one step at a time in this process
+            summary = build(settings, select=args.select, changed=args.changed, run_config=run_config)
     print(format_summary(summary, settings))
     return 0 if summary.success else 1
 

@@ -96,7 +96,7 @@ def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.n
 class MiniLmEncoder:
     """all-MiniLM-L6-v2 in numpy: ``encode(texts)`` -> (n, 384) float32, unit length."""
 
-    def __init__(self, path: Path | None = None, batch_size: int = 64, threads: int = 1):
+    def __init__(self, path: Path | None = None, batch_size: int = 64, threads: int | None = None):
         from tokenizers import Tokenizer
 
         path = Path(path) if path is not None else model_dir()
@@ -104,8 +104,10 @@ class MiniLmEncoder:
         self.heads, self.eps = cfg["num_attention_heads"], cfg["layer_norm_eps"]
         self.layers = cfg["num_hidden_layers"]
         self.batch_size = batch_size
-        # one BLAS thread: twice the work per CPU second of OpenBLAS's default threading on a 2-core machine
-        # that also runs another step or test worker (measured: 110 vs 60 sentences per CPU second)
+        # BLAS threads; None: ``threads.step_threads()`` when encoding (1 beside other steps or test workers,
+        # where one thread does twice the work per CPU second of OpenBLAS's default threading: 110 vs 60
+        # sentences per CPU second on 2 cores; every core in `ehrxqa build`). The embeddings are bitwise the
+        # same on any count (a test), so the count changes the speed only.
         self.threads = threads
         t = read_safetensors(path / "model.safetensors")
         f32 = lambda k: np.ascontiguousarray(t[k], dtype=np.float32)  # noqa: E731
@@ -169,7 +171,9 @@ class MiniLmEncoder:
 
         if not texts:
             return np.zeros((0, self.word.shape[1]), np.float32)
-        with threadpool_limits(limits=self.threads, user_api="blas"):
+        from ehrxqa_pipeline.threads import step_threads
+
+        with threadpool_limits(limits=self.threads or step_threads(), user_api="blas"):
             return self._encode(texts)
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:

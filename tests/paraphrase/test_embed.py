@@ -25,6 +25,25 @@ def test_batch_composition_does_not_change_an_embedding(embedder):
     assert np.allclose(alone[0], mixed[2], atol=1e-5)
 
 
+def test_the_thread_count_changes_no_bit_of_an_embedding(embedder):
+    """So `ehrxqa build`, which runs one step at a time, may encode on every core (threads.step_threads)."""
+    from ehrxqa_pipeline.threads import step_threads, steps_run_alone
+
+    texts = [f"{s} Number {i}." for i in range(50) for s in SENTENCES]  # a few batches: GEMMs OpenBLAS splits
+    encoder = embedder.encoder
+    try:
+        encoder.threads = 1
+        one = encoder.encode(texts)
+        encoder.threads = 2
+        assert np.array_equal(encoder.encode(texts), one)
+    finally:
+        encoder.threads = None
+    assert step_threads() == 1
+    with steps_run_alone():
+        assert step_threads() >= 1 and np.array_equal(encoder.encode(texts), one)
+    assert step_threads() == 1
+
+
 def test_disk_cache_round_trip(tmp_path, embedder):
     first = Embedder(tmp_path / "e.duckdb", encoder=embedder.encoder)
     a = first.embed(SENTENCES)
