@@ -331,6 +331,24 @@ def test_databases_exported_and_neuralsql_oracle_agrees_with_answer_sheet(built)
     assert group.module_calls < len(studies)  # batched, not one call per study
 
 
+def test_every_item_parses_from_its_template_shape_as_from_its_own_text(built):
+    """The consistency check and the scores parse each NeuralSQL query from the shape its template's items share
+    (neuralsql.parser._Skeleton): for every item this build sampled, exactly the parse of the query whole."""
+    from ehrxqa_pipeline.questions.neuralsql import parser
+
+    settings = built[0]
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        queries = [r[0] for r in con.execute(
+            "SELECT DISTINCT neural_sql FROM (SELECT neural_sql FROM ehrxqa.silver UNION ALL "
+            "SELECT neural_sql FROM ehrxqa.gold) WHERE neural_sql <> 'null' ORDER BY 1").fetchall()]
+    hidden = frozenset({"tb_cxr_plus"})
+    shaped = [q for q in queries if parser._Skeleton.of(parser.postprocess_query(q))]
+    assert len(shaped) > 0.99 * len(queries) > 1000
+    for query in queries:
+        own = parser._parse_source(parser.postprocess_query(query), None, None, hidden)
+        assert parser._parse.__wrapped__(query, None, None, hidden, True) == own, query
+
+
 # -- EHRXQA ---------------------------------------------------------------------------------------------
 LEFTOVER = re.compile(r"\$\{|\{(patient_id|study_id\d?|gender|\w+_name)\}|\[(time_filter_\w+|unit_count|age_group)\]")
 PUBLISHED_TEMPLATES = Path(__file__).parents[1] / "resources/published/template_idx_to_template_info.json"

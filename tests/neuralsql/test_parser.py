@@ -128,3 +128,50 @@ def test_plain_sql_round_trips_through_sqlglot(db_path, query):
     con = sqlite3.connect(db_path)
     assert con.execute(parse_neuralsql(query).sql).fetchall() == con.execute(postprocess_query(query)).fetchall()
     con.close()
+
+
+SKELETON_CASES = [
+    'select func_vqa("is there ""x"" in the \'left\'?", t1.study_id) from (select study_id from tb_cxr '
+    "where tb_cxr.subject_id = 10027602 and note = 'alzheimer''s') as t1",
+    "select count(*) > 0 from tb_cxr t where func_vqa('is there x?', t.study_id) = true and t.x <= 3.5 limit 1",
+    "select strftime('%Y-%m', t.d) from tb_cxr t where strftime('%Y-%m', t.d) >= '2105-07' "
+    "and datetime(t.d) >= datetime(current_time, '-27 month')",
+    "select t.a from tb_cxr t where t.b = 'a rather long value, then a call'\n"
+    "  and t.c = 123456 and func_vqa(\"is there y?\", t.study_id) = false order by t.a desc",
+    "select t.a from tb_cxr t where t.b = '\u2045 a value holding the stand-in mark' and func_vqa(\"q\", t.s) = 1",
+]
+
+
+@pytest.mark.parametrize("query", SKELETON_CASES)
+def test_a_parse_from_the_shared_shape_of_its_template_is_the_query_s_own(query):
+    """Items of one template share the parse of their shape (values stood in for, then put back): the same
+    executable SQL, calls (questions unescaped, line and column in the query itself) and order as parsing
+    the query whole."""
+    from ehrxqa_pipeline.questions.neuralsql import parser
+
+    source = postprocess_query(query)
+    whole = parser._parse_source(source, None, None, frozenset({"tb_cxr_plus"}))
+    assert parse_neuralsql(query) == whole
+    skeleton = parser._Skeleton.of(source)
+    assert (skeleton is None) == ("\u2045" in query)
+    if skeleton is not None:
+        shape = parser._parse_shape(skeleton.text, None, None, frozenset({"tb_cxr_plus"}))
+        assert skeleton.fill(shape, source) == whole and shape != whole
+
+
+def test_items_of_one_shape_are_parsed_once_and_values_that_fail_validation_are_still_named():
+    from ehrxqa_pipeline.questions.neuralsql import parser
+
+    before = parser._parse_shape.cache_info()
+    for subject in range(10000001, 10000011):
+        parse_neuralsql(f"select t.a from tb_cxr t where t.subject_id = {subject} and t.note = 'x{subject}'")
+    after = parser._parse_shape.cache_info()
+    assert after.misses - before.misses <= 1 and after.hits - before.hits >= 9
+    # an empty question parses in the shape (a stand-in is not empty) but not in the query: the query's own error
+    with pytest.raises(NeuralSqlValidationError, match="question is empty"):
+        parse_neuralsql("select t.a from tb_cxr t where t.b = 'abc' and func_vqa('', t.s) = 1")
+    # an error found in the shape is reported at the query's own line and column, not the shape's
+    query = "select t.a from tb_cxr t where t.b = 'a long value, longer' and my_udf(t.a) = 1"
+    where = rf"\(line 1, column {query.index('my_udf') + 1}\)"
+    with pytest.raises(NeuralSqlValidationError, match=rf"unknown function MY_UDF {where}"):
+        parse_neuralsql(query, tables={"tb_cxr"}, functions={"count"})

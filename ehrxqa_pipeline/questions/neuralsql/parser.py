@@ -271,6 +271,20 @@ def parse_neuralsql(sql: str, *, tables: Collection[str] | None = None, function
 def _parse(sql: str, tables: frozenset[str] | None, functions: frozenset[str] | None, hidden_tables: frozenset[str],
            postprocess: bool) -> ParsedQuery:
     source = postprocess_query(sql) if postprocess else sql
+    skeleton = _Skeleton.of(source)
+    if skeleton is not None:
+        try:
+            shape = _parse_shape(skeleton.text, tables, functions, hidden_tables)
+        except (NeuralSqlSyntaxError, NeuralSqlValidationError):
+            shape = None  # the query's own parse below names its error, with its own positions
+        filled = shape and skeleton.fill(shape, source)
+        if filled:
+            return filled
+    return _parse_source(source, tables, functions, hidden_tables)
+
+
+def _parse_source(source: str, tables: frozenset[str] | None, functions: frozenset[str] | None,
+                  hidden_tables: frozenset[str]) -> ParsedQuery:
     root = _parse_one(source)
     _check_names(root, source, tables, functions, hidden_tables)
     found = []
@@ -288,3 +302,87 @@ def _parse(sql: str, tables: frozenset[str] | None, functions: frozenset[str] | 
     ordered = bool(root.args.get("order"))
     # copy=False: sqlglot otherwise deep-copies the tree before generating (a third of a parse); root is not used after
     return ParsedQuery(source, root.sql(dialect="sqlite", copy=False), calls, ordered)
+
+
+# The items of one template differ in their values only (a patient, a drug, a date, a question's object): their
+# queries share one shape, parsed once per process (sqlglot takes about 1 ms a query, most of a fresh build's
+# consistency check).
+_parse_shape = functools.lru_cache(maxsize=1 << 14)(_parse_source)
+
+# The values ``_Skeleton`` stands in for: every string and number, and the question of a FUNC_VQA call
+# (double-quoted, as EHRXQA writes it), each on one line; not STRFTIME's format, whose codes sqlglot reads.
+_VALUE = re.compile(r"""(?P<keep>\bstrftime\s*\(\s*'(?:[^'\n]|'')*')"""
+                    r"""|(?P<vqa>\bfunc_vqa\s*\(\s*)(?P<q>"(?:[^"\n]|"")*")"""
+                    r"""|(?P<str>'(?:[^'\n]|'')*')|(?<![\w.])(?P<num>\d+(?:\.\d+)?)(?![\w.])""", re.IGNORECASE)
+_MARK = "\u2045"  # a character no query has (checked): stand-ins are '⁅n' strings, "⁅qn" questions
+_NUMBER = 8_888_888_000_000  # stand-in numbers count up from here (a query holding its digits is parsed whole)
+_STAND_IN = re.compile(rf"'{_MARK}(q?\d+)'|{_MARK}(q?\d+)|\b{str(_NUMBER)[:7]}\d{{6}}\b")
+
+
+@dataclass(frozen=True)
+class _Skeleton:
+    """A query with its values replaced by stand-ins: its parse, with the values put back (``fill``), is the
+    query's parse. The values change no part of the parse but their own text: sqlglot renders a string as
+    ``exp.Literal.string`` of its value and keeps a number's digits. A query where that might not hold (no
+    value, or a stand-in's characters already in it) gets no skeleton, and a skeleton that does not parse, or
+    a value that would fail validation (an empty question), falls back to the query's own parse, whose error
+    names the query's own line and column. tests/neuralsql/test_parser.py and an end-to-end test compare both
+    parses of every item."""
+
+    text: str
+    values: dict[str, str]  # stand-in key -> the string's or question's value, or a number's digits
+    shifts: tuple[tuple[int, int], ...]  # (offset in text after a stand-in, length change of the query up to it)
+
+    @classmethod
+    def of(cls, source: str) -> _Skeleton | None:
+        if _MARK in source or str(_NUMBER)[:7] in source:
+            return None
+        values: dict[str, str] = {}
+        shifts: list[tuple[int, int]] = []
+        parts: list[str] = []
+        at = grown = 0  # position in source; length of the skeleton minus that of the source so far
+        for m in _VALUE.finditer(source):
+            if m["keep"] is not None:
+                continue
+            kind = "q" if m["q"] is not None else "str" if m["str"] is not None else "num"
+            raw, start = m[kind], m.start(kind)
+            if kind == "num":
+                key = stand_in = str(_NUMBER + len(values))
+                values[key] = raw
+            else:
+                key = f"{'q' if kind == 'q' else ''}{len(values)}"
+                quote = raw[0]
+                values[key] = raw[1:-1].replace(quote * 2, quote)
+                stand_in = f"{quote}{_MARK}{key}{quote}"
+            parts += [source[at:start], stand_in]
+            at = start + len(raw)
+            grown += len(stand_in) - len(raw)
+            shifts.append((at + grown, grown))
+        if not values:
+            return None
+        return cls("".join(parts) + source[at:], values, tuple(shifts))
+
+    def _put_back(self, text: str) -> str:
+        def value(m: re.Match) -> str:
+            if m[1] is not None:  # a quoted string (a question becomes one): as sqlglot renders its value
+                return exp.Literal.string(self.values[m[1]]).sql(dialect="sqlite")
+            return self.values[m[2] or m[0]]  # a call's question itself, or a number's digits
+        return _STAND_IN.sub(value, text)
+
+    def _where(self, line: int | None, col: int | None, source: str) -> tuple[int | None, int | None]:
+        """A line and column of the skeleton's text, in ``source``."""
+        if line is None or col is None:
+            return line, col
+        lines = self.text.split("\n")
+        offset = sum(len(x) + 1 for x in lines[:line - 1]) + col - 1
+        start = offset - next((g for end, g in reversed(self.shifts) if end <= offset), 0)
+        return source.count("\n", 0, start) + 1, start - source.rfind("\n", 0, start)
+
+    def fill(self, shape: ParsedQuery, source: str) -> ParsedQuery | None:
+        """The query's parse from its skeleton's ``shape``; None when a value fails validation (an empty
+        question), which the query's own parse then reports."""
+        calls = tuple(VqaCall(self._put_back(c.question), self._put_back(c.study), c.projected,
+                              *self._where(c.line, c.col, source)) for c in shape.calls)
+        if any(not c.question.strip() for c in calls):
+            return None
+        return ParsedQuery(source, self._put_back(shape.sql), calls, shape.ordered)
