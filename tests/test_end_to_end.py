@@ -333,8 +333,9 @@ def test_databases_exported_and_neuralsql_oracle_agrees_with_answer_sheet(built)
 
 def test_every_item_parses_from_its_template_shape_as_from_its_own_text(built):
     """The consistency check and the scores parse each NeuralSQL query from the shape its template's items share
-    (neuralsql.parser._Skeleton): for every item this build sampled, exactly the parse of the query whole."""
-    from ehrxqa_pipeline.questions.neuralsql import parser
+    (neuralsql.parser._Skeleton), and the release's shape check names its published shape from it: for every
+    item this build sampled, exactly what the query whole gives."""
+    from ehrxqa_pipeline.questions.neuralsql import parser, shapes
 
     settings = built[0]
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
@@ -347,6 +348,8 @@ def test_every_item_parses_from_its_template_shape_as_from_its_own_text(built):
     for query in queries:
         own = parser._parse_source(parser.postprocess_query(query), None, None, hidden)
         assert parser._parse.__wrapped__(query, None, None, hidden, True) == own, query
+        if own.has_vqa:  # the release's shape check likewise works out each template's shape once
+            assert shapes.template_shape(query) == shapes.shape(query), query
 
 
 # -- EHRXQA ---------------------------------------------------------------------------------------------

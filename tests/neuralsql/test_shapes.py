@@ -2,7 +2,7 @@
 
 import pytest
 
-from ehrxqa_pipeline.questions.neuralsql.shapes import ShapeError, shape, shape_counts
+from ehrxqa_pipeline.questions.neuralsql.shapes import ShapeError, shape, shape_counts, template_shape
 
 STUDY = "select tb_cxr.study_id from tb_cxr where tb_cxr.subject_id = 1 order by tb_cxr.studydatetime desc limit 1"
 VQA = 'func_vqa("is there pneumonia in the left lung?", t1.study_id)'
@@ -21,7 +21,7 @@ P4 = ("select count(*) > 0 from (select diagnoses_icd.charttime as event_time fr
     (P2, "P2"), (P2.replace("= true", "= false"), "P2"), (P2 + " order by t1.studydatetime asc limit 1", "P2"),
     (P3, "P3"), (P4, "P4")])
 def test_published_shapes(query, expected):
-    assert shape(query) == expected
+    assert shape(query) == expected == template_shape(query) == template_shape(query.replace("= 1", "= 12345"))
 
 
 @pytest.mark.parametrize("query, words", [
@@ -43,6 +43,11 @@ def test_published_shapes(query, expected):
 def test_other_shapes_are_refused_with_the_reason(query, words):
     with pytest.raises(ShapeError, match=words):
         shape(query)
+    with pytest.raises(ShapeError) as refused:  # worked out on the query itself: the same reason
+        template_shape(query)
+    with pytest.raises(ShapeError) as own:
+        shape(query)
+    assert str(refused.value) == str(own.value)
 
 
 def test_shape_counts_name_every_refused_record():

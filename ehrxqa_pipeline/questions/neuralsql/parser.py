@@ -319,6 +319,13 @@ _NUMBER = 8_888_888_000_000  # stand-in numbers count up from here (a query hold
 _STAND_IN = re.compile(rf"'{_MARK}(q?\d+)'|{_MARK}(q?\d+)|\b{str(_NUMBER)[:7]}\d{{6}}\b")
 
 
+def value_free(query: str) -> str | None:
+    """``query`` with its values (strings, numbers, FUNC_VQA questions) stood in for: the text that the items of
+    one template share (None when it has no value, or a stand-in's characters are already in it)."""
+    skeleton = _Skeleton.of(query)
+    return None if skeleton is None else skeleton.text
+
+
 @dataclass(frozen=True)
 class _Skeleton:
     """A query with its values replaced by stand-ins: its parse, with the values put back (``fill``), is the

@@ -20,12 +20,14 @@ saying where a func_vqa call sits outside these shapes. Parsed with sqlglot's SQ
 
 from __future__ import annotations
 
+import functools
 import json
 
 import sqlglot
 from sqlglot import expressions as exp
 
 from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore, fingerprint
+from ehrxqa_pipeline.questions.neuralsql.parser import value_free
 
 SHAPES = ("P1", "P2", "P3", "P4")
 
@@ -154,6 +156,24 @@ def shape(query: str) -> str:
     raise ShapeError("func_vqa is used outside the published shapes P1-P4 (e.g. directly in a where over tb_cxr)")
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _shape_of_template(text: str) -> str:
+    return shape(text)
+
+
+def template_shape(query: str) -> str:
+    """``shape(query)``, worked out once for all the items of one template: the shape of the query's text with
+    its values stood in for (``parser.value_free``; no value changes where a func_vqa call sits). A refusal
+    is worked out on the query itself, so its reason quotes the query."""
+    text = value_free(query)
+    if text is not None:
+        try:
+            return _shape_of_template(text)
+        except ShapeError:
+            pass
+    return shape(query)
+
+
 def shape_counts(records: dict[str, list[dict]], store: ParseStore | None = None
                  ) -> tuple[dict[str, int], list[dict]]:
     """(records per shape, refusals) over release records by split: every query that calls func_vqa must be
@@ -187,7 +207,7 @@ def _shapes(queries: list[str], store: ParseStore | None) -> dict[str, tuple[str
         except (KeyError, ValueError, TypeError):  # not kept (or a damaged entry): worked out here
             pass
         try:
-            out[query] = (shape(query), None)
+            out[query] = (template_shape(query), None)
         except ShapeError as err:
             out[query] = ("refused", str(err))
         if query in parsed:
