@@ -57,3 +57,14 @@ def test_shape_counts_name_every_refused_record():
     counts, refused = shape_counts(records)
     assert counts == {"P1": 1, "refused": 1, "table": 1}
     assert [(r["split"], r["id"], r["q_tag"]) for r in refused] == [("test", 0, "d")]
+
+
+def test_the_items_of_a_template_share_one_worked_out_shape():
+    """Two patients' P3 queries: one shape worked out (``count(*) > 0`` keeps its 0, which P3 reads)."""
+    from ehrxqa_pipeline.questions.neuralsql.shapes import _shape_of_template
+
+    first, second = (P3.replace("subject_id = 1", f"subject_id = {n}") for n in (12345, 67890))
+    before = _shape_of_template.cache_info()
+    assert template_shape(first) == template_shape(second) == "P3"
+    after = _shape_of_template.cache_info()
+    assert after.misses - before.misses <= 1 and after.hits - before.hits >= 1

@@ -310,7 +310,8 @@ def _parse_source(source: str, tables: frozenset[str] | None, functions: frozens
 _parse_shape = functools.lru_cache(maxsize=1 << 14)(_parse_source)
 
 # The values ``_Skeleton`` stands in for: every string and number, and the question of a FUNC_VQA call
-# (double-quoted, as EHRXQA writes it), each on one line; not STRFTIME's format, whose codes sqlglot reads.
+# (double-quoted, as EHRXQA writes it), each on one line; not STRFTIME's format, whose codes sqlglot reads,
+# nor the numbers 0 and 1 (``count(*) > 0``, ``limit 1``: the published shapes read them, shapes.py).
 _VALUE = re.compile(r"""(?P<keep>\bstrftime\s*\(\s*'(?:[^'\n]|'')*')"""
                     r"""|(?P<vqa>\bfunc_vqa\s*\(\s*)(?P<q>"(?:[^"\n]|"")*")"""
                     r"""|(?P<str>'(?:[^'\n]|'')*')|(?<![\w.])(?P<num>\d+(?:\.\d+)?)(?![\w.])""", re.IGNORECASE)
@@ -349,7 +350,7 @@ class _Skeleton:
         parts: list[str] = []
         at = grown = 0  # position in source; length of the skeleton minus that of the source so far
         for m in _VALUE.finditer(source):
-            if m["keep"] is not None:
+            if m["keep"] is not None or m["num"] in ("0", "1"):
                 continue
             kind = "q" if m["q"] is not None else "str" if m["str"] is not None else "num"
             raw, start = m[kind], m.start(kind)
