@@ -31,6 +31,7 @@ comparison, and the VQA argument columns (object_1, attribute_1, category_1, ...
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -98,15 +99,20 @@ def vqa_question(vqa_text: str, values: dict) -> str:
     return render(vqa_text, values)
 
 
-def _words(m: re.Match, text: str, values: dict) -> str:
-    """The words one placeholder match of ``text`` is filled with."""
-    name = placeholder_name(m)
-    visual, bracket, database, verb = m.groups()
+@functools.lru_cache(maxsize=4096)
+def _placeholders(text: str) -> tuple[tuple[str, tuple, int], ...]:
+    """(name, match groups, start) of every placeholder of a template text, once per text (every draw fills it)."""
+    return tuple((placeholder_name(m), m.groups(), m.start()) for m in PLACEHOLDER.finditer(text))
+
+
+def _words(name: str, groups: tuple, start: int, text: str, values: dict) -> str:
+    """The words the placeholder ``name`` (match ``groups``) at ``start`` of ``text`` is filled with."""
+    visual, bracket, database, verb = groups
     if visual:
         if visual == "comparison":
             return values["comparison"]
         v = values[SLOT_COLUMNS[visual]]
-        return category_names(text[:m.start()])[v] if visual.startswith("category") else v
+        return category_names(text[:start])[v] if visual.startswith("category") else v
     if verb:
         return slots.tense(verb, values.get("global1"))
     if database:
@@ -125,8 +131,9 @@ def slot_words(text: str, values: dict) -> dict[str, str]:
     record's slot fills, stored when the question is sampled and used again to fill its paraphrases).
     Tense slots follow global1; a category reads singular after "which", else plural."""
     words: dict[str, str] = {}
-    for m in PLACEHOLDER.finditer(text):
-        words.setdefault(placeholder_name(m), _words(m, text, values))
+    for name, groups, start in _placeholders(text):
+        if name not in words:
+            words[name] = _words(name, groups, start, text, values)
     return words
 
 

@@ -80,6 +80,7 @@ class ImageFiller:
                                          "where relation = 1 order by study_id, object, attribute"):
             self.positives.setdefault(sid, []).append((o, a, c))
         self._contains: dict[tuple[TimeFilter, str], bool] = {}
+        self._containing: dict[str, tuple[TimeFilter, ...]] = {}
 
     # -- table events (image+table templates), read on first use -------------------------------------------
     @cached_property
@@ -155,7 +156,21 @@ class ImageFiller:
                     patient: bool = True, allow_null: bool = True) -> TimeFilter:
         """A global filter containing ``anchor_time`` (visit filters, offered when the anchor lies in an
         admission of a single patient, may not contain it)."""
-        t = anchor_time
+        options = list(self.filters_containing(anchor_time))
+        if allow_null:
+            options.append(TimeFilter())
+        if patient and hadm_id is not None:
+            options += [TimeFilter("rel-hosp-cur"), TimeFilter("rel-hosp-first"), TimeFilter("rel-hosp-last")]
+        return _pick(rng, options)
+
+    def filters_containing(self, t: str) -> tuple[TimeFilter, ...]:
+        """The absolute, relative and mixed filters that contain an event at ``t``, in a fixed order (worked out
+        once per time: a template's draws come back to the same studies and events)."""
+        if t not in self._containing:
+            self._containing[t] = tuple(self._filters_containing(t))
+        return self._containing[t]
+
+    def _filters_containing(self, t: str) -> list[TimeFilter]:
         y, m = int(t[:4]), int(t[5:7])
         years, months = NOW_YEAR - y, (NOW_YEAR - y) * 12 + NOW_MONTH - m
         days = int(self.conn.execute(f"select julianday('{NOW_YEAR}-12-31 23:59:00') - julianday(?)", [t]).fetchone()[0])
@@ -168,12 +183,7 @@ class ImageFiller:
             options += [TimeFilter(f"rel-year-{rel}"), TimeFilter(f"rel-month-{rel}"), TimeFilter(f"rel-day-{rel}"),
                         TimeFilter(f"mix-month-{rel}_year", t[5:7]), TimeFilter(f"mix-day-{rel}_year", t[5:10]),
                         TimeFilter(f"mix-day-{rel}_month", t[8:10])]
-        options = [f for f in options if self.contains(f, t)]
-        if allow_null:
-            options.append(TimeFilter())
-        if patient and hadm_id is not None:
-            options += [TimeFilter("rel-hosp-cur"), TimeFilter("rel-hosp-first"), TimeFilter("rel-hosp-last")]
-        return _pick(rng, options)
+        return [f for f in options if self.contains(f, t)]
 
     def within(self, rng: np.random.Generator, t1: str, t2: str) -> WithinFilter:
         """A within filter that usually (not always) holds for the earlier time t1 and the later t2."""

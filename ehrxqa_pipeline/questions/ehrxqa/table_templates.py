@@ -61,6 +61,7 @@ Semantics (the paper gives only the wording; reference-builders.md 6.3 the slot 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -276,7 +277,7 @@ class TableTemplate:
     visits: str = "any"  # global filters drawn: any / only (visit filters) / no (no visit filters)
     vqa_key: None = None
 
-    @property
+    @functools.cached_property  # read at every draw: worked out once (fields are frozen)
     def slots(self) -> frozenset[str]:
         """Every {db value} and [operation / time] slot of the text."""
         return frozenset(a or b for a, b in _SLOT.findall(self.text))
