@@ -28,7 +28,7 @@ from assets.mimic_cxr_vqa import read_sides
 from assets.paraphrase import POOLS_KEY
 from assets.splits import SPLIT_KEYS
 from ehrxqa_pipeline import names
-from ehrxqa_pipeline.atomic import write_bytes, write_text
+from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.release.plots import markdown_image
 from ehrxqa_pipeline.sources.images import images_dir
