@@ -79,7 +79,6 @@ class ImageFiller:
         for sid, o, a, c in conn.execute("select distinct study_id, object, attribute, category from tb_cxr_plus "
                                          "where relation = 1 order by study_id, object, attribute"):
             self.positives.setdefault(sid, []).append((o, a, c))
-        self._contains: dict[tuple[TimeFilter, str], bool] = {}
         self._containing: dict[str, tuple[TimeFilter, ...]] = {}
 
     # -- table events (image+table templates), read on first use -------------------------------------------
@@ -145,12 +144,10 @@ class ImageFiller:
 
     # -- time filters ------------------------------------------------------------------------------------
     def contains(self, flt: TimeFilter, time: str) -> bool:
-        """Whether the (non-visit) filter holds for an event at ``time`` (evaluated by SQLite)."""
-        key = (flt, time)
-        if key not in self._contains:
-            cond = flt.sql(None, column=f"'{time}'") or "1"
-            self._contains[key] = bool(self.conn.execute(postprocess_query(f"select {cond}")).fetchone()[0])
-        return self._contains[key]
+        """Whether the (non-visit) filter holds for an event at ``time`` (evaluated by SQLite; asked once per
+        filter and time, through ``filters_containing``)."""
+        cond = flt.sql(None, column=f"'{time}'") or "1"
+        return bool(self.conn.execute(postprocess_query(f"select {cond}")).fetchone()[0])
 
     def time_filter(self, rng: np.random.Generator, anchor_time: str, hadm_id: int | None = None,
                     patient: bool = True, allow_null: bool = True) -> TimeFilter:
