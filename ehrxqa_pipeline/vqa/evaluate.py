@@ -14,7 +14,8 @@ and ``vision`` (an OpenAI-compatible endpoint, when one is configured).
   image (``scoring.verify_items`` / ``verify_auroc``, pairs with >= ``min_positives`` positives).
 - EHRXQA test: execution accuracy of the gold NeuralSQL with each module as FUNC_VQA, per modality x
   patient scope (``scoring.score_ehrxqa``). Table items call no VQA module, so they run once and their
-  outcome is shared by every module (same result, a fifth of the time).
+  outcome is shared by every module (same result, a fifth of the time); so are the image items' first
+  passes, which no module's answer reaches yet (``scoring.first_pass_pairs``).
 - Paraphrase robustness (VQA-RAD): for the text-reading modules only (``prior_question_text``, ``vision``).
 
 Every module scored on a dataset also leaves its per-item answers (``Evaluation.predictions``), which the
@@ -41,7 +42,8 @@ from ehrxqa_pipeline.vqa.modules import OpenAIVisionModule, ReferenceModule, ans
 from ehrxqa_pipeline.vqa.prediction_files import EHRXQA, MIMIC_CXR_VQA
 from ehrxqa_pipeline.vqa.predictions import Predictions
 from ehrxqa_pipeline.vqa.robustness import paraphrase_robustness, phrasings
-from ehrxqa_pipeline.vqa.scoring import score_ehrxqa, score_mimic_cxr_vqa, verify_auroc, verify_items
+from ehrxqa_pipeline.vqa.scoring import (first_pass_pairs, score_ehrxqa, score_mimic_cxr_vqa, verify_auroc,
+                                         verify_items)
 
 
 @dataclass(frozen=True)
@@ -197,10 +199,11 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
     table_part = score_ehrxqa(x.gold_database, x.images_root, x.ehrxqa_items.filter(is_table), None,
                               parse_store=store)
     image_items = x.ehrxqa_items.filter(~is_table)
+    first_pass = first_pass_pairs(x.gold_database, image_items, parse_store=store)  # shared by every module
     for name, module in ehrxqa_modules.items():
         log(f"EHRXQA test: {name} runs {image_items.height:,} NeuralSQL queries")
         result = merge_ehrxqa(table_part, score_ehrxqa(x.gold_database, x.images_root, image_items, module,
-                                                       parse_store=store))
+                                                       parse_store=store, first_pass=first_pass))
         out.details.setdefault(name, {})["ehrxqa"] = result
         out.predictions.setdefault(EHRXQA, {})[name] = [{"id": i, "answer": a} for i, a in result["answers"].items()]
 

@@ -212,6 +212,7 @@ class _Counting:
 
     def __init__(self, module: VqaModule):
         self.module, self.name = module, getattr(module, "name", type(module).__name__)
+        self.batch_size = getattr(module, "batch_size", None)  # the module's own, as the executor reads it
         self.asked = self.abstained = 0
 
     def __call__(self, images, questions):
@@ -221,8 +222,22 @@ class _Counting:
         return got
 
 
+def first_pass_pairs(database: str | Path, items, *, parse_store: ParseStore | None = None) -> dict:
+    """The (question, study) pairs that the first pass of the items' queries reaches on ``database`` before any
+    module answered (``NeuralSqlExecutor.first_pass``): the same for every module, so ``score_ehrxqa`` of
+    several modules on these items runs those passes once (``first_pass=``)."""
+    executor = NeuralSqlExecutor(database, None, parse_store=parse_store)
+    try:
+        queries = [r["query"] for r in _items(items) if not r["impossible"]]
+        executor.parse_many(queries)
+        return executor.first_pass(queries)
+    finally:
+        executor.close()
+
+
 def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | Path | None, items,
-                 module: VqaModule | None, *, batch_size: int = 32, parse_store: ParseStore | None = None) -> dict:
+                 module: VqaModule | None, *, batch_size: int | None = None, parse_store: ParseStore | None = None,
+                 first_pass: dict | None = None) -> dict:
     """Execution accuracy of ``module`` on EHRXQA items (see ``metrics.execution_accuracy``).
 
     Each item's gold NeuralSQL runs with the module on ``database`` (the gold database; TB_CXR_PLUS stays
@@ -234,14 +249,16 @@ def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | P
     pairs sent to the module), ``vqa_abstentions`` (those it answered None), up to 5 ``error_examples`` and
     ``answers``: item id -> the module's answer (``normalise_rows`` form; None for a failed query and for an
     unanswerable item), what ``ehrxqa score`` reads back from ``release/predictions/``. ``parse_store``: the
-    queries' parses kept between processes and builds (``NeuralSqlExecutor``; same results)."""
+    queries' parses kept between processes and builds (``NeuralSqlExecutor``; same results). ``first_pass``:
+    ``NeuralSqlExecutor.first_pass`` of these items' queries on ``database`` (``first_pass_pairs``), shared by
+    the modules scored on them (same results; else each module's executor runs those passes itself)."""
     rows = _items(items)
     counting = None if module is None else _Counting(module)
     executor = NeuralSqlExecutor(database, counting, images_root=images_root, batch_size=batch_size,
                                  parse_store=parse_store)
     outcomes, errors, answers = [], [], {}
     try:
-        executor.prefetch(r["query"] for r in rows if not r["impossible"])
+        executor.prefetch((r["query"] for r in rows if not r["impossible"]), first_pass=first_pass)
         for r in rows:
             if r["impossible"]:
                 answers[r["id"]] = None  # no query to run: the module abstains

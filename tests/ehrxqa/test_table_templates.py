@@ -100,6 +100,25 @@ def test_every_table_template_fills_consistently(table_items, table_conn):
         assert "tb_cxr" not in i.gold_sql and i.gold_sql == i.neural_sql
 
 
+
+def test_a_table_item_runs_its_one_query_once_and_a_stale_answer_still_fails(table_items, table_conn, monkeypatch):
+    """A table item's NeuralSQL is its gold SQL's text without FUNC_VQA: the check runs it once (the executor's
+    run stands for the gold run), and still compares the stored answer with it."""
+    import dataclasses
+
+    from ehrxqa_pipeline.questions.ehrxqa import consistency
+
+    gold_runs = []
+    monkeypatch.setattr(consistency, "run_sql", lambda conn, sql: gold_runs.append(sql) or [])
+    assert check_items(table_items, table_conn, YesModule()) == [] and gold_runs == []
+    item = table_items[0]
+    stale = dataclasses.replace(item, answer=[*item.answer, "stale"])
+    (bad,) = check_items([stale], table_conn, YesModule())
+    assert bad.gold == bad.neural == item.answer and bad.stored == stale.answer and gold_runs == []
+    edited = dataclasses.replace(item, neural_sql=item.neural_sql + " ")  # another text: both run
+    check_items([edited], table_conn, YesModule())
+    assert gold_runs == [item.gold_sql]
+
 def test_yes_no_and_count_answers_vary(table_items):
     has = [i.answer[0] for i in table_items if i.template.kind == "has"]
     assert {0, 1} <= set(has)

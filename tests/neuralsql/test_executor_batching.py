@@ -178,3 +178,44 @@ def test_prefetch_asks_in_full_batches_and_changes_no_result(db_path, oracle):
     assert [r.answer for r in results] == expected and all(r.passes == 1 and r.asked == 0 for r in results)
     assert len(batched_spy.calls) == 4 < len(alone_spy.calls) == 7
     assert NeuralSqlExecutor(db_path, Spy(), reuse_answers=False).prefetch(queries) == 0
+
+
+def test_a_shared_first_pass_asks_the_same_pairs_and_changes_no_result(db_path, oracle):
+    """``first_pass`` on an executor without a module gives the pairs a module's own prefetch reaches; a
+    prefetch handed them asks exactly those pairs in the same calls, runs no first pass itself, and every
+    result is the same. Pairs already answered are not asked again."""
+    queries = [one(PE_LL, SID[s]) for s in ("A1", "B2")] + [
+        f'select count(*) from {ALL} where func_vqa("{LO_LL}", t1.study_id) = true',
+        f'select t1.study_id from {ALL} where t1.subject_id = {A} and func_vqa("{PE_LL}", t1.study_id) = false',
+        "select nothing from nowhere"]
+    first = NeuralSqlExecutor(db_path).first_pass(queries)
+    assert len(first) == 8 + 4  # LO_LL on all 8 studies; PE_LL on A1, B2 and patient A's other two
+    own_spy, shared_spy = Spy(oracle), Spy(oracle)
+    own, shared = NeuralSqlExecutor(db_path, own_spy, batch_size=5), NeuralSqlExecutor(db_path, shared_spy, batch_size=5)
+    assert own.prefetch(queries) == 12
+    runs = []
+    shared._run = lambda sql, run=shared._run: runs.append(sql) or run(sql)
+    assert shared.prefetch(queries, first_pass=first) == 12 and runs == []
+    assert shared_spy.calls == own_spy.calls
+    assert [shared.execute(q).answer for q in queries[:-1]] == [own.execute(q).answer for q in queries[:-1]]
+    assert shared.prefetch(queries, first_pass=first) == 0  # all known now
+
+
+def test_a_module_states_its_batch_size_and_an_explicit_one_wins(db_path):
+    """A module with a ``batch_size`` attribute (the label modules: 4096) is asked in batches of that size; an
+    executor's explicit ``batch_size`` overrides it; a module without one gets the default 32."""
+    from ehrxqa_pipeline.questions.neuralsql.executor import DEFAULT_BATCH_SIZE
+    from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
+
+    class Sized(Spy):
+        batch_size = 3
+
+    query = f'select count(*) from {ALL} where func_vqa("{PE_LL}", t1.study_id) = true'
+    spy = Sized()
+    NeuralSqlExecutor(db_path, spy).execute(query)
+    assert [len(s) for s, _ in spy.calls] == [3, 3, 2]
+    spy = Sized()
+    NeuralSqlExecutor(db_path, spy, batch_size=5).execute(query)
+    assert [len(s) for s, _ in spy.calls] == [5, 3]
+    assert NeuralSqlExecutor(db_path, Spy()).batch_size == DEFAULT_BATCH_SIZE == 32
+    assert LabelModule.batch_size == 4096

@@ -29,20 +29,27 @@ class Mismatch:
 
 def check_item(item: FilledItem, conn: sqlite3.Connection, executor: NeuralSqlExecutor) -> Mismatch | None:
     """None when gold SQL, NeuralSQL (oracle) and the stored answer agree; else what differs. An unanswerable
-    item has no SQL to run: it agrees when both queries are the ``null`` marker and its answer is empty."""
+    item has no SQL to run: it agrees when both queries are the ``null`` marker and its answer is empty.
+    A NeuralSQL that is its gold SQL's own text and calls no FUNC_VQA (a table item's) is run once, by the
+    executor, and its rows stand for both: running the same text again on the same database cannot differ.
+    The stored answer, which sampling took from the gold SQL, is still compared with them."""
     if getattr(item.template, "impossible", False):
         marked = item.gold_sql == item.neural_sql == NULL_QUERY and item.answer == []
         return None if marked else Mismatch(item.template.index, item.question, item.gold_sql, item.neural_sql,
                                             item.answer)
     try:
-        gold = run_sql(conn, item.gold_sql)
-    except sqlite3.Error as e:
-        gold = f"gold SQL error: {e}"
-    try:
         result = executor.execute(item.neural_sql)
         neural, ordered = result.answer, result.ordered
+        same_query = item.neural_sql == item.gold_sql and not executor.parse(item.neural_sql).has_vqa
     except NeuralSqlError as e:
-        neural, ordered = f"NeuralSQL error: {e}", False
+        neural, ordered, same_query = f"NeuralSQL error: {e}", False, False
+    if same_query:
+        gold = neural
+    else:
+        try:
+            gold = run_sql(conn, item.gold_sql)
+        except sqlite3.Error as e:
+            gold = f"gold SQL error: {e}"
     ok = (isinstance(gold, list) and isinstance(neural, list) and same_answer(gold, neural, ordered=ordered)
           and same_answer(gold, item.answer, ordered=ordered))
     return None if ok else Mismatch(item.template.index, item.question, gold, neural, item.answer)

@@ -38,6 +38,8 @@ from ehrxqa_pipeline.questions.neuralsql.parser import (ROWS_FUNCTION, VQA_FUNCT
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import Answer, ImageRef, VqaModule, as_int, ask, resolve_images
 
 ANSWER_SHEET = "tb_cxr_plus"
+# (image, question) pairs per module call, for a module that states no batch size of its own
+DEFAULT_BATCH_SIZE = 32
 
 
 @dataclass
@@ -97,13 +99,16 @@ class NeuralSqlExecutor:
     registered on it). ``images_root``: MIMIC-CXR-JPG ``files`` folder for ImageRef paths (None: no paths).
     ``allow_answer_sheet``: let queries read TB_CXR_PLUS (gold SQL); NeuralSQL must not.
     ``parse_store``: parses kept on disk across processes and builds (``parse_store.ParseStore``), read and
-    written by ``parse_many`` (and so by ``prefetch``).
+    written by ``parse_many`` (and so by ``prefetch``). ``batch_size``: pairs per module call; None: the
+    module's own ``batch_size`` attribute where it has one (the label modules: ``oracle.LabelModule``), else
+    ``DEFAULT_BATCH_SIZE``.
     """
 
     def __init__(self, database: str | Path | sqlite3.Connection, vqa: VqaModule | None = None, *,
-                 images_root: str | Path | None = None, batch_size: int = 32, max_passes: int = 16,
+                 images_root: str | Path | None = None, batch_size: int | None = None, max_passes: int = 16,
                  reuse_answers: bool = True, allow_answer_sheet: bool = False,
                  parse_store: ParseStore | None = None):
+        batch_size = batch_size or getattr(vqa, "batch_size", None) or DEFAULT_BATCH_SIZE
         if batch_size < 1 or max_passes < 1:
             raise ValueError("batch_size and max_passes must be >= 1")
         if isinstance(database, sqlite3.Connection):
@@ -243,20 +248,11 @@ class NeuralSqlExecutor:
                     f"({len(self._misses)} unanswered calls left); raise max_passes for deeper nesting")
             self._answer_misses(result)
 
-    def prefetch(self, queries: Iterable[str | ParsedQuery]) -> int:
-        """Ask the module, in full batches, about every (question, study) pair that the first pass of each of
-        ``queries`` reaches with the answers known now; returns the pairs asked. ``execute`` then finds those
-        answers cached, so its results do not change (an answer is a function of its pair; the final pass of a
-        query reads module answers only): this only saves module calls, one per query and level otherwise, which
-        is what the label modules (the oracle) cost, not the pairs. The first passes may reach pairs that
-        ``execute`` alone would not ask (a later AND operand, asked here before the earlier one is known).
-        The queries are parsed first, all at once (``parse_many``), also without a module.
-        Without ``reuse_answers`` it does nothing. A query that fails to parse or run, and the pairs of a module
-        call that fails, are left to ``execute``."""
-        queries = list(queries)
-        self.parse_many(q for q in queries if not isinstance(q, ParsedQuery))
-        if not self.reuse_answers or self.vqa is None:
-            return 0
+    def first_pass(self, queries: Iterable[str | ParsedQuery]) -> dict[tuple[str, int], None]:
+        """The (question, study) pairs that the first pass of each of ``queries`` reaches with the answers known
+        now, in the order reached; no module is asked. On an executor that knows no answer yet they do not
+        depend on the module (an executor without one will do), so the ``prefetch`` of several modules on one
+        database can share them. A query that fails to parse or run, or calls no FUNC_VQA, reaches none."""
         reached: dict[tuple[str, int], None] = {}
         for query in queries:
             try:
@@ -267,7 +263,28 @@ class NeuralSqlExecutor:
             except NeuralSqlError:
                 continue
             reached.update(self._misses)
-        self._misses = reached
+        self._misses = {}
+        return reached
+
+    def prefetch(self, queries: Iterable[str | ParsedQuery],
+                 first_pass: dict[tuple[str, int], None] | None = None) -> int:
+        """Ask the module, in full batches, about every (question, study) pair that the first pass of each of
+        ``queries`` reaches with the answers known now; returns the pairs asked. ``execute`` then finds those
+        answers cached, so its results do not change (an answer is a function of its pair; the final pass of a
+        query reads module answers only): this only saves module calls, one per query and level otherwise, which
+        is what the label modules (the oracle) cost, not the pairs. The first passes may reach pairs that
+        ``execute`` alone would not ask (a later AND operand, asked here before the earlier one is known).
+        The queries are parsed first, all at once (``parse_many``), also without a module.
+        ``first_pass``: those pairs, from ``first_pass(queries)`` on an executor of the same database that knew
+        no answer (its passes are not run again here).
+        Without ``reuse_answers`` it does nothing. A query that fails to parse or run, and the pairs of a module
+        call that fails, are left to ``execute``."""
+        queries = list(queries)
+        self.parse_many(q for q in queries if not isinstance(q, ParsedQuery))
+        if not self.reuse_answers or self.vqa is None:
+            return 0
+        reached = self.first_pass(queries) if first_pass is None else first_pass
+        self._misses = {k: None for k in reached if k not in self.answers}
         batch = ExecutionResult([], [], False, passes=0)
         try:
             self._answer_misses(batch)
