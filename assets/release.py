@@ -197,7 +197,8 @@ def release_statistics(context: dg.AssetExecutionContext, pipeline_config: Pipel
                       "Files: EHRXQA_HOME/release/plots/*.png; each is shown in this asset's metadata.", **COMMON)
 def release_plots(pipeline_config: PipelineConfig) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
-    pngs = plots.render_all(_tables(settings))
+    pngs = plots.render_all(_tables(settings), kept=settings.release_dir / plots.OUT_DIR,
+                            memo=settings.cache_dir / "plots.json")
     plots.write_plots(settings.release_dir, pngs)
     return dg.MaterializeResult(metadata={
         **{name.removesuffix(".png"): dg.MetadataValue.md(plots.markdown_image(png, name))
@@ -314,7 +315,7 @@ def release_images(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.
 def release_hf(pipeline_config: PipelineConfig):
     settings = pipeline_config.settings()
     written = hf.write_export(settings.release_dir, manifest.source_releases(settings.layout()),
-                              manifest.code_section())
+                              manifest.code_section(), memo=settings.cache_dir / "hf_export.json")
     rows = {d: {s: w[s]["rows"] for s in hf.SPLITS} for d, w in written.items()}
     yield dg.MaterializeResult(metadata={
         "rows_per_split": dg.MetadataValue.json(rows),
@@ -324,8 +325,7 @@ def release_hf(pipeline_config: PipelineConfig):
             [f"{hf.OUT_DIR}/{d}/{s}.parquet", f"{w[s]['rows']:,}", f"{w[s]['bytes']:,}"]
             for d, w in written.items() for s in hf.SPLITS])),
         "path": dg.MetadataValue.path(str(settings.release_dir / hf.OUT_DIR))})
-    compared = {f"{d}/{s}": hf.compare(settings.release_dir, export, s)
-                for d, export in hf.EXPORTS.items() for s in hf.SPLITS}
+    compared = {f"{d}/{s}": w[s]["compared"] for d, w in written.items() for s in hf.SPLITS}
     differing = {k: c for k, c in compared.items() if c["differing"]}
     yield dg.AssetCheckResult(check_name="matches_json", passed=not differing,
                               description=f"{len(differing)} of {len(compared)} parquet files differ from their JSON "

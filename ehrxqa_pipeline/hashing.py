@@ -13,6 +13,11 @@ from pathlib import Path
 _CHUNK = 1 << 22
 
 
+def bytes_digest(data: bytes) -> str:
+    """``file_digest`` of a file that holds ``data``."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
 def file_digest(path: Path) -> str:
     h = hashlib.blake2b(digest_size=16)
     with open(path, "rb") as f:

@@ -23,10 +23,17 @@ Deterministic bytes: fixed writer options (``PARQUET_OPTIONS``: zstd at a fixed 
 no timestamp is written; ``created_by`` names the pyarrow version), so two builds of the same inputs write
 byte-identical files; the card holds no time and no absolute path. Files are written atomically
 (``ehrxqa_pipeline.atomic``).
+
+Unchanged splits are not converted again (``write_export(memo=...)``, a JSON file outside the release): a split
+whose JSON file, this module and the pyarrow and DuckDB versions are those of its last conversion, and whose
+parquet file is still the one written then (content hashes), keeps its file and its ``matches_json`` comparison.
+A gold label edit rewrites the test splits only, so the silver train and valid splits (most of the records) are
+not read again.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +45,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from ehrxqa_pipeline.atomic import replacing, write_text
+from ehrxqa_pipeline.hashing import combine, file_digest
 from ehrxqa_pipeline.markdown import table
 from ehrxqa_pipeline.questions.ehrxqa.records import RECORD_FIELDS as EHRXQA_FIELDS
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import RECORD_FIELDS as VQA_FIELDS
@@ -327,24 +335,48 @@ def render_card(export: Export, counts: Mapping[str, int], sources: Mapping, cod
     return f"---\n{front}---\n\n" + "\n\n".join(sections) + "\n"
 
 
-def write_export(release_dir: Path, sources: Mapping, code: Mapping) -> dict[str, dict[str, dict]]:
+def write_export(release_dir: Path, sources: Mapping, code: Mapping, memo: Path | None = None
+                 ) -> dict[str, dict[str, dict]]:
     """Write ``release_dir/hf/<folder>/{split}.parquet`` and ``README.md`` for every dataset of ``EXPORTS`` from
-    ``release_dir/<folder>/{split}.json``. Returns dataset -> split -> {"rows", "bytes"} (and "card" -> its path)."""
+    ``release_dir/<folder>/{split}.json``. Returns dataset -> split -> {"rows", "bytes", "compared"} (``compare``
+    of the two files) and "card" -> its path. ``memo``: the JSON file that remembers each split's conversion;
+    a split whose inputs and parquet file are as it remembers is left as it is (module docstring)."""
     release_dir = Path(release_dir)
+    done = _read_memo(memo)
     out: dict[str, dict[str, dict]] = {}
     for folder, export in EXPORTS.items():
         target, written = release_dir / OUT_DIR / folder, {}
         for split in SPLITS:
-            source = release_dir / folder / f"{split}.json"
+            source, parquet = release_dir / folder / f"{split}.json", target / f"{split}.parquet"
             if not source.is_file():
                 raise FileNotFoundError(f"{source}: missing; materialize the {folder} release before release/hf")
-            frame = read_records(source, export)
-            path = write_parquet(frame, target / f"{split}.parquet")
-            written[split] = {"rows": frame.num_rows, "bytes": path.stat().st_size}
+            name, inputs = f"{folder}/{split}", combine(file_digest(source), _CODE)
+            last = done.get(name)
+            kept = last and last["inputs"] == inputs and parquet.is_file() and file_digest(parquet) == last["parquet"]
+            if not kept:
+                frame = read_records(source, export)
+                write_parquet(frame, parquet)
+                last = done[name] = {"inputs": inputs, "parquet": file_digest(parquet), "rows": frame.num_rows,
+                                     "compared": compare(release_dir, export, split)}
+            written[split] = {"rows": last["rows"], "bytes": parquet.stat().st_size, "compared": last["compared"]}
         card = write_text(target / CARD_FILE, render_card(export, {s: w["rows"] for s, w in written.items()},
                                                           sources, code))
         out[folder] = {**written, "card": {"path": str(card), "bytes": card.stat().st_size}}
+    if memo is not None:
+        write_text(memo, json.dumps(done, indent=1, sort_keys=True) + "\n")
     return out
+
+
+# What else a split's conversion depends on: this module (its schema and writer options) and the libraries.
+_CODE = combine(file_digest(Path(__file__)), pa.__version__, duckdb.__version__)
+
+
+def _read_memo(path: Path | None) -> dict:
+    try:
+        done = json.loads(Path(path).read_text()) if path is not None else {}
+    except (FileNotFoundError, ValueError):  # none yet, or damaged: every split is converted
+        return {}
+    return done if isinstance(done, dict) else {}
 
 
 def compare(release_dir: Path, export: Export, split: str) -> dict:

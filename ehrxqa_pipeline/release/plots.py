@@ -4,19 +4,27 @@ the cohort funnels.
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot, no global backend state) and saved with
 no ``Software`` text chunk and no date, so the same numbers give the same PNG bytes (with the same
 matplotlib and its bundled fonts). ``markdown_image`` embeds a PNG in markdown for the Dagster UI.
+
+A figure whose numbers, titles, this module and matplotlib's version are those of the PNG file already in the
+release is not drawn again (``render_all(kept=...)``): a gold label edit changes the answer counts, not the
+funnels or the records per template, whose figure is the slowest to draw.
 """
 
 from __future__ import annotations
 
 import base64
 import io
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+import matplotlib
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ehrxqa_pipeline.atomic import write_bytes
+from ehrxqa_pipeline.atomic import write_bytes, write_text
+from ehrxqa_pipeline.hashing import bytes_digest, combine, file_digest
 from ehrxqa_pipeline.release.tables import SPLITS
 
 COLORS = {"train": "#4C72B0", "valid": "#DD8452", "test": "#55A868"}
@@ -115,18 +123,48 @@ def funnel_png(funnels: Sequence[Mapping]) -> bytes:
     return to_png(fig)
 
 
-def render_all(tables: Mapping) -> dict[str, bytes]:
-    """File name -> PNG bytes for every plot of the release, from the tables.json content."""
+def figures(tables: Mapping) -> dict[str, tuple]:
+    """File name -> (drawing function, its arguments) for every plot of the release, from the tables.json
+    content."""
     vqa, ehrxqa = tables["mimic_cxr_vqa"], tables["ehrxqa"]
     return {
-        "answers_mimic_cxr_vqa.png": answer_distribution_png(vqa["answers"], "MIMIC-CXR-VQA: most frequent answers"),
-        "answers_ehrxqa.png": grouped_bars_png(ehrxqa["answer_kinds"], "EHRXQA: answer kinds", "records"),
-        "templates_mimic_cxr_vqa.png": template_counts_png(vqa["per_template"],
-                                                           "MIMIC-CXR-VQA: records per template"),
-        "templates_ehrxqa.png": template_counts_png(ehrxqa["per_template"], "EHRXQA: records per template",
-                                                    "modality"),
-        "funnel.png": funnel_png(tables["funnels"]),
+        "answers_mimic_cxr_vqa.png": (answer_distribution_png, vqa["answers"], "MIMIC-CXR-VQA: most frequent answers"),
+        "answers_ehrxqa.png": (grouped_bars_png, ehrxqa["answer_kinds"], "EHRXQA: answer kinds", "records"),
+        "templates_mimic_cxr_vqa.png": (template_counts_png, vqa["per_template"],
+                                        "MIMIC-CXR-VQA: records per template"),
+        "templates_ehrxqa.png": (template_counts_png, ehrxqa["per_template"], "EHRXQA: records per template",
+                                 "modality"),
+        "funnel.png": (funnel_png, tables["funnels"]),
     }
+
+
+# What else a figure's bytes depend on: this module and matplotlib (with its bundled fonts).
+_CODE = combine(file_digest(Path(__file__)), matplotlib.__version__)
+
+
+def render_all(tables: Mapping, kept: Path | None = None, memo: Path | None = None) -> dict[str, bytes]:
+    """File name -> PNG bytes for every plot of the release, from the tables.json content. With ``kept`` (the
+    release's plots folder) and ``memo`` (a JSON file outside the release), a figure whose inputs are those the
+    memo holds for the PNG file in ``kept``, and whose file is still that PNG, is read from there, not drawn."""
+    done = {}
+    if memo is not None and Path(memo).is_file():
+        try:
+            done = json.loads(Path(memo).read_text())
+        except ValueError:  # damaged: every figure is drawn
+            done = {}
+    out = {}
+    for name, (draw, *args) in figures(tables).items():
+        inputs = combine(json.dumps(args, sort_keys=True, default=str), _CODE)
+        last, path = done.get(name) or {}, Path(kept or ".") / name
+        if kept is not None and last.get("inputs") == inputs and path.is_file() and file_digest(path) == last["png"]:
+            out[name] = path.read_bytes()
+            continue
+        out[name] = draw(*args)
+        done[name] = {"inputs": inputs, "png": bytes_digest(out[name])}
+    if memo is not None:
+        write_text(memo, json.dumps(done, indent=1, sort_keys=True) + "\n")
+    return out
+
 
 
 def markdown_image(png: bytes, alt: str) -> str:

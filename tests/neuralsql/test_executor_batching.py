@@ -191,7 +191,8 @@ def test_a_shared_first_pass_asks_the_same_pairs_and_changes_no_result(db_path, 
     first = NeuralSqlExecutor(db_path).first_pass(queries)
     assert len(first) == 8 + 4  # LO_LL on all 8 studies; PE_LL on A1, B2 and patient A's other two
     own_spy, shared_spy = Spy(oracle), Spy(oracle)
-    own, shared = NeuralSqlExecutor(db_path, own_spy, batch_size=5), NeuralSqlExecutor(db_path, shared_spy, batch_size=5)
+    own = NeuralSqlExecutor(db_path, own_spy, batch_size=5)
+    shared = NeuralSqlExecutor(db_path, shared_spy, batch_size=5)
     assert own.prefetch(queries) == 12
     runs = []
     shared._run = lambda sql, run=shared._run: runs.append(sql) or run(sql)

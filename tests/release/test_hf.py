@@ -159,6 +159,34 @@ def test_two_writes_give_identical_bytes_wherever_the_folder_is(tmp_path):
         assert str(tmp_path) not in text
 
 
+
+def test_a_split_whose_json_file_is_unchanged_is_not_converted_again(tmp_path, monkeypatch):
+    """With a memo, a second export converts only the split whose JSON file changed, and a split whose parquet
+    file was altered or removed; the bytes equal a fresh export's. A damaged memo converts everything."""
+    release, memo = make_release(tmp_path / "r"), tmp_path / "cache" / "hf.json"
+    first = hf.write_export(release, SOURCES, CODE, memo=memo)
+    read, real = [], hf.read_records
+    monkeypatch.setattr(hf, "read_records", lambda path, export: read.append(path) or real(path, export))
+    assert hf.write_export(release, SOURCES, CODE, memo=memo) == first and read == []
+    edited = json.loads((release / "ehrxqa" / "test.json").read_text())
+    edited[0]["question"] += " (edited)"
+    (release / "ehrxqa" / "test.json").write_text(json.dumps(edited))
+    (release / hf.OUT_DIR / "mimic-cxr-vqa" / "train.parquet").write_bytes(b"not what was written")
+    (release / hf.OUT_DIR / "mimic-cxr-vqa" / "valid.parquet").unlink()
+    again = hf.write_export(release, SOURCES, CODE, memo=memo)
+    assert sorted(p.relative_to(release).as_posix() for p in read) == [
+        "ehrxqa/test.json", "mimic-cxr-vqa/train.json", "mimic-cxr-vqa/valid.json"]
+    assert again["ehrxqa"]["test"]["compared"]["differing"] == 0
+    fresh = make_release(tmp_path / "fresh")
+    (fresh / "ehrxqa" / "test.json").write_text(json.dumps(edited))
+    hf.write_export(fresh, SOURCES, CODE)
+    assert all((release / hf.OUT_DIR / d / f"{s}.parquet").read_bytes() == (fresh / hf.OUT_DIR / d / f"{s}.parquet"
+               ).read_bytes() for d in hf.EXPORTS for s in SPLITS)
+    memo.write_text("{damaged")
+    read.clear()
+    hf.write_export(release, SOURCES, CODE, memo=memo)
+    assert len(read) == len(hf.EXPORTS) * len(SPLITS)
+
 @pytest.mark.parametrize("folder, change, message", [
     ("mimic-cxr-vqa", {"answer": ["yes", 1]}, "answer: ARRAY with a UBIGINT element, not list of strings"),
     ("mimic-cxr-vqa", {"idx": "1"}, "idx: VARCHAR, not integer"),

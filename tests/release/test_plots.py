@@ -56,3 +56,22 @@ def test_write_plots_and_markdown_image(tmp_path):
     md = plots.markdown_image(pngs["funnel.png"], "funnel.png")
     assert md.startswith("![funnel.png](data:image/png;base64,")
     assert base64.b64decode(md.split(",", 1)[1].rstrip(")")) == pngs["funnel.png"]
+
+
+def test_a_figure_whose_numbers_are_unchanged_is_read_back_not_drawn(tmp_path, monkeypatch):
+    """With the release's plots folder and a memo, only the figures whose numbers changed are drawn again (or
+    whose PNG file is no longer the one drawn); the bytes equal a fresh rendering's."""
+    gathered = tables.gather(make_release(tmp_path), FUNNELS, REJECTED)
+    folder, memo = tmp_path / "release" / plots.OUT_DIR, tmp_path / "cache" / "plots.json"
+    plots.write_plots(tmp_path / "release", plots.render_all(gathered, kept=folder, memo=memo))
+    drawn = []
+    for draw in {d for d, *_ in plots.figures(gathered).values()}:
+        monkeypatch.setattr(plots, draw.__name__, lambda *a, f=draw: drawn.append(f.__name__) or f(*a))
+    assert plots.render_all(gathered, kept=folder, memo=memo) == plots.render_all(gathered)
+    assert drawn == ["answer_distribution_png", "grouped_bars_png", "template_counts_png", "template_counts_png",
+                     "funnel_png"]  # by the second call, without a memo: the first drew nothing
+    drawn.clear()
+    changed = tables.gather(tmp_path / "release", {**FUNNELS, "gold": [["all_images", 1234]]}, REJECTED)
+    (folder / "answers_ehrxqa.png").write_bytes(b"altered")
+    again = plots.render_all(changed, kept=folder, memo=memo)
+    assert drawn == ["grouped_bars_png", "funnel_png"] and again == plots.render_all(changed)
