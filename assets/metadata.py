@@ -7,7 +7,7 @@ same content keeps its data version, so the automation conditions (assets/automa
 there instead of re-running everything downstream.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import dagster as dg
 import duckdb
@@ -78,10 +78,12 @@ def table_result(context: dg.AssetExecutionContext, con: duckdb.DuckDBPyConnecti
 def records_metadata(records: list[dict]) -> dict:
     """``dagster/row_count`` and ``dagster/column_schema`` of file outputs (release JSON records, statistics
     tables): one row per record, columns and types from the records' fields in first-seen order."""
-    types: dict[str, str] = {}
-    for record in records:
-        for name, value in record.items():
-            if types.get(name, "null") == "null":  # the first non-null value names the type
-                types[name] = "null" if value is None else type(value).__name__
+    from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import field_types
+
+    return schema_metadata(len(records), field_types(records))
+
+
+def schema_metadata(rows: int, types: Mapping[str, str]) -> dict:
+    """``records_metadata`` from the row count and the field types (``records.field_types``)."""
     schema = dg.TableSchema(columns=[dg.TableColumn(name, dtype) for name, dtype in types.items()])
-    return {"dagster/row_count": len(records), "dagster/column_schema": schema}
+    return {"dagster/row_count": rows, "dagster/column_schema": schema}

@@ -5,7 +5,7 @@ import dagster as dg
 import polars as pl
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
-from assets.metadata import records_metadata, table_result
+from assets.metadata import records_metadata, schema_metadata, table_result
 from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.paraphrase import POOLS_KEY
 from assets.splits import SPLIT_KEYS
@@ -13,10 +13,9 @@ from ehrxqa_pipeline import atomic, names
 from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.cxr.splits import SIDES
 from ehrxqa_pipeline.paraphrase import choose_vqa_phrasings
-from ehrxqa_pipeline.paraphrase.placeholders import leftovers
 from ehrxqa_pipeline.questions.mimic_cxr_vqa import stats as vqa_stats
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import answer_vocabulary
-from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import build_records, record_frame, write_split_json
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import record_frame, write_splits
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.sampling import sample_vqa
 from ehrxqa_pipeline.warehouse import replace_tables
 from resources import PipelineConfig, Warehouse
@@ -152,19 +151,6 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
                                           "overall": dg.MetadataValue.json(stats["overall"])})
 
 
-def placeholder_problems(records: dict[str, list[dict]]) -> list[str]:
-    """Released questions with a placeholder left, or missing one of their argument values."""
-    bad = []
-    for split, rows in records.items():
-        for r in rows:
-            q = r["question"].lower()
-            values = [v for kind, vals in r["template_arguments"].items() if kind not in ("category", "gender")
-                      for v in vals.values()]
-            if leftovers(r["question"]) or any(str(v).lower() not in q for v in values):
-                bad.append(f"{split}/{r['idx']}: {r['question']}")
-    return bad
-
-
 @dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="2",
           deps=[*QUESTION_KEYS.values(), VOCABULARY_KEY, *SPLIT_KEYS.values(), POOLS_KEY],
           kinds={"json"},
@@ -182,19 +168,22 @@ def release_mimic_cxr_vqa(context: dg.AssetExecutionContext, pipeline_config: Pi
         q, images = questions_and_images(con)
         vocabulary = [r[0] for r in con.execute(f"SELECT answer FROM {names.MIMIC_CXR_VQA}.vocabulary").fetchall()]
         pools = con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl()
-    phrased = choose_vqa_phrasings(q, pools, pipeline_config.settings().seed)
-    records = build_records(phrased, images)
-    out = pipeline_config.settings().release_dir / "mimic-cxr-vqa"
-    context.log.info(f"writing {sum(map(len, records.values()))} records to {out}/{{{','.join(SPLIT_NAMES)}}}.json")
-    for split in SPLIT_NAMES:
-        write_split_json(records.get(split, []), out / f"{split}.json")
+    settings = pipeline_config.settings()
+    phrased = choose_vqa_phrasings(q, pools, settings.seed)
+    out = settings.release_dir / "mimic-cxr-vqa"
+    context.log.info(f"writing {phrased.height} records to {out}/{{{','.join(SPLIT_NAMES)}}}.json")
+    # a split whose records are those of its file is left as it is (records.write_splits)
+    written = write_splits(phrased, images, out, SPLIT_NAMES, memo=settings.cache_dir / "mimic_cxr_vqa_release.json")
     atomic.write_json(out / "answer_vocabulary.json", vocabulary, ensure_ascii=True)
     para_types = dict(phrased.group_by("para_type").len().sort("para_type").rows())
-    bad = placeholder_problems(records)
+    bad = [b for split in SPLIT_NAMES for b in written[split]["placeholder_problems"]]
+    types: dict[str, str] = {}
+    for split in SPLIT_NAMES:  # first-seen order over the files in turn, as over their records
+        types.update({k: v for k, v in written[split]["types"].items() if types.get(k, "null") == "null"})
     yield dg.MaterializeResult(metadata={
-        **records_metadata([r for split in SPLIT_NAMES for r in records.get(split, [])]),
+        **schema_metadata(sum(w["records"] for w in written.values()), types),
         "path": dg.MetadataValue.path(str(out)),
-        "records_per_split": dg.MetadataValue.json({s: len(records.get(s, [])) for s in SPLIT_NAMES}),
+        "records_per_split": dg.MetadataValue.json({s: written[s]["records"] for s in SPLIT_NAMES}),
         "questions_by_phrasing_source": dg.MetadataValue.json(para_types)})
     yield dg.AssetCheckResult(check_name="no_leftover_or_missing_placeholder", passed=not bad,
                               description=f"{len(bad)} questions with a leftover or missing placeholder",

@@ -33,7 +33,6 @@ not read again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +46,7 @@ import yaml
 from ehrxqa_pipeline.atomic import replacing, write_text
 from ehrxqa_pipeline.hashing import combine, file_digest
 from ehrxqa_pipeline.markdown import table
+from ehrxqa_pipeline.release.memo import OutputMemo
 from ehrxqa_pipeline.questions.ehrxqa.records import RECORD_FIELDS as EHRXQA_FIELDS
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import RECORD_FIELDS as VQA_FIELDS
 from ehrxqa_pipeline.release.identity import PUBLISHED, release_version
@@ -341,8 +341,7 @@ def write_export(release_dir: Path, sources: Mapping, code: Mapping, memo: Path 
     ``release_dir/<folder>/{split}.json``. Returns dataset -> split -> {"rows", "bytes", "compared"} (``compare``
     of the two files) and "card" -> its path. ``memo``: the JSON file that remembers each split's conversion;
     a split whose inputs and parquet file are as it remembers is left as it is (module docstring)."""
-    release_dir = Path(release_dir)
-    done = _read_memo(memo)
+    release_dir, done = Path(release_dir), OutputMemo(memo)
     out: dict[str, dict[str, dict]] = {}
     for folder, export in EXPORTS.items():
         target, written = release_dir / OUT_DIR / folder, {}
@@ -351,32 +350,22 @@ def write_export(release_dir: Path, sources: Mapping, code: Mapping, memo: Path 
             if not source.is_file():
                 raise FileNotFoundError(f"{source}: missing; materialize the {folder} release before release/hf")
             name, inputs = f"{folder}/{split}", combine(file_digest(source), _CODE)
-            last = done.get(name)
-            kept = last and last["inputs"] == inputs and parquet.is_file() and file_digest(parquet) == last["parquet"]
-            if not kept:
+            facts = done.kept(name, inputs, parquet)
+            if facts is None:
                 frame = read_records(source, export)
                 write_parquet(frame, parquet)
-                last = done[name] = {"inputs": inputs, "parquet": file_digest(parquet), "rows": frame.num_rows,
-                                     "compared": compare(release_dir, export, split)}
-            written[split] = {"rows": last["rows"], "bytes": parquet.stat().st_size, "compared": last["compared"]}
+                facts = done.record(name, inputs, file_digest(parquet), {
+                    "rows": frame.num_rows, "compared": compare(release_dir, export, split)})
+            written[split] = {"rows": facts["rows"], "bytes": parquet.stat().st_size, "compared": facts["compared"]}
         card = write_text(target / CARD_FILE, render_card(export, {s: w["rows"] for s, w in written.items()},
                                                           sources, code))
         out[folder] = {**written, "card": {"path": str(card), "bytes": card.stat().st_size}}
-    if memo is not None:
-        write_text(memo, json.dumps(done, indent=1, sort_keys=True) + "\n")
+    done.save()
     return out
 
 
 # What else a split's conversion depends on: this module (its schema and writer options) and the libraries.
 _CODE = combine(file_digest(Path(__file__)), pa.__version__, duckdb.__version__)
-
-
-def _read_memo(path: Path | None) -> dict:
-    try:
-        done = json.loads(Path(path).read_text()) if path is not None else {}
-    except (FileNotFoundError, ValueError):  # none yet, or damaged: every split is converted
-        return {}
-    return done if isinstance(done, dict) else {}
 
 
 def compare(release_dir: Path, export: Export, split: str) -> dict:

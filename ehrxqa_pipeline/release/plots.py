@@ -16,16 +16,19 @@ import base64
 import io
 import json
 from collections.abc import Mapping, Sequence
+from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
-from ehrxqa_pipeline.atomic import write_bytes, write_text
+from ehrxqa_pipeline.atomic import write_bytes
 from ehrxqa_pipeline.hashing import bytes_digest, combine, file_digest
+from ehrxqa_pipeline.release.memo import OutputMemo
 from ehrxqa_pipeline.release.tables import SPLITS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 COLORS = {"train": "#4C72B0", "valid": "#DD8452", "test": "#55A868"}
 DPI = 100
@@ -34,6 +37,9 @@ OUT_DIR = "plots"
 
 
 def _figure(width: float, height: float) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # here: a build that draws nothing never imports it
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
@@ -139,30 +145,22 @@ def figures(tables: Mapping) -> dict[str, tuple]:
 
 
 # What else a figure's bytes depend on: this module and matplotlib (with its bundled fonts).
-_CODE = combine(file_digest(Path(__file__)), matplotlib.__version__)
+_CODE = combine(file_digest(Path(__file__)), metadata.version("matplotlib"))
 
 
 def render_all(tables: Mapping, kept: Path | None = None, memo: Path | None = None) -> dict[str, bytes]:
     """File name -> PNG bytes for every plot of the release, from the tables.json content. With ``kept`` (the
     release's plots folder) and ``memo`` (a JSON file outside the release), a figure whose inputs are those the
     memo holds for the PNG file in ``kept``, and whose file is still that PNG, is read from there, not drawn."""
-    done = {}
-    if memo is not None and Path(memo).is_file():
-        try:
-            done = json.loads(Path(memo).read_text())
-        except ValueError:  # damaged: every figure is drawn
-            done = {}
-    out = {}
+    done, out = OutputMemo(memo if kept is not None else None), {}
     for name, (draw, *args) in figures(tables).items():
         inputs = combine(json.dumps(args, sort_keys=True, default=str), _CODE)
-        last, path = done.get(name) or {}, Path(kept or ".") / name
-        if kept is not None and last.get("inputs") == inputs and path.is_file() and file_digest(path) == last["png"]:
-            out[name] = path.read_bytes()
+        if done.kept(name, inputs, Path(kept or ".") / name) is not None:
+            out[name] = (Path(kept) / name).read_bytes()
             continue
         out[name] = draw(*args)
-        done[name] = {"inputs": inputs, "png": bytes_digest(out[name])}
-    if memo is not None:
-        write_text(memo, json.dumps(done, indent=1, sort_keys=True) + "\n")
+        done.record(name, inputs, bytes_digest(out[name]), {})
+    done.save()
     return out
 
 

@@ -95,3 +95,33 @@ def test_records_of_a_sample():
         assert [r["idx"] for r in rows] == list(range(len(rows)))
         assert all(r["split"] == split and "${" not in r["question"] for r in rows)
         assert all(isinstance(r["subject_id"], int) and isinstance(r["study_id"], int) for r in rows)
+
+
+def test_write_splits_rewrites_only_the_split_whose_records_changed(tmp_path, monkeypatch):
+    """``write_splits`` with a memo: a second call writes nothing; a changed test answer rewrites test.json only,
+    a file altered since is written again, and the files equal ``write_split_json`` of ``build_records``. An
+    empty split gets an empty file; a leftover placeholder is reported per split."""
+    from ehrxqa_pipeline.questions.mimic_cxr_vqa import records
+
+    out, memo, splits = tmp_path / "out", tmp_path / "cache" / "memo.json", ("train", "valid", "test")
+    first = records.write_splits(QUESTIONS, IMAGES, out, splits, memo=memo)
+    assert {s: f["records"] for s, f in first.items()} == {"train": 0, "valid": 1, "test": 2}
+    assert first["test"]["types"]["answer"] == "list" and first["train"]["types"] == {}
+    written, real = [], records.write_split_json
+    monkeypatch.setattr(records, "write_split_json", lambda recs, path: written.append(path.name) or real(recs, path))
+    assert records.write_splits(QUESTIONS, IMAGES, out, splits, memo=memo) == first and written == []
+    edited = QUESTIONS.with_columns(answer=pl.when(pl.col("template_key") == "gender_1").then(pl.lit(["no"]))
+                                    .otherwise(pl.col("answer")))
+    (out / "valid.json").write_text("[]\n")
+    records.write_splits(edited, IMAGES, out, splits, memo=memo)
+    assert sorted(written) == ["test.json", "valid.json"]
+    fresh = build_records(edited, IMAGES)
+    for split in splits:
+        real(fresh.get(split, []), tmp_path / "fresh.json")
+        assert (out / f"{split}.json").read_bytes() == (tmp_path / "fresh.json").read_bytes(), split
+    texts = {t.key: t.text for t in TEMPLATES}
+    phrased = QUESTIONS.with_columns(paraphrase=pl.col("template_key").replace_strict(texts, return_dtype=pl.String)
+                                     .str.replace("this patient", "this ${patient}", literal=True))
+    unfilled = records.write_splits(phrased, IMAGES, tmp_path / "x", splits)
+    assert unfilled["test"]["placeholder_problems"] == ["test/1: Is this ${patient} female?"]
+    assert unfilled["valid"]["placeholder_problems"] == []

@@ -16,11 +16,17 @@ builder serialised numpy integers with ``default=str``, so they came out as stri
 
 from __future__ import annotations
 
+import io
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
 
+from ehrxqa_pipeline import atomic
 from ehrxqa_pipeline.atomic import write_json
+from ehrxqa_pipeline.hashing import bytes_digest, combine, file_digest
+from ehrxqa_pipeline.paraphrase.placeholders import leftovers
+from ehrxqa_pipeline.release.memo import OutputMemo
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import (ARGUMENT_KINDS, GENDER_TEXT, SLOT_COLUMNS, TEMPLATES,
                                                      VqaTemplate, category_names, question_expr)
 
@@ -113,21 +119,79 @@ def _arguments(values: tuple) -> dict:
 
 
 def build_records(questions: pl.DataFrame, images: pl.DataFrame) -> dict[str, list[dict]]:
-    """Split -> list of records (dicts in RECORD_FIELDS order), from ``sample_vqa(...).questions``.
+    """Split -> list of records (dicts in RECORD_FIELDS order), from ``sample_vqa(...).questions``."""
+    out: dict[str, list[dict]] = {}
+    for rec in frame_records(record_frame(questions, images)):
+        out.setdefault(rec["split"], []).append(rec)
+    return out
 
-    Building the dicts is the one per-row step: it only formats output for ``json``."""
-    f = record_frame(questions, images)
+
+def frame_records(f: pl.DataFrame) -> list[dict]:
+    """The records of ``record_frame`` rows, in their order. Building the dicts is the one per-row step: it only
+    formats output for ``json``."""
     n_args = sum(len(c) for c in ARGUMENT_KINDS.values())
     head = [c for c in RECORD_FIELDS if c not in ("template_arguments", "answer")]
     cols = [f[c].to_list() for c in head]
     args = [f[c].to_list() for c in f.columns[-n_args:]]
     answers = f["answer"].to_list()
-    out: dict[str, list[dict]] = {}
+    out = []
     for i, row in enumerate(zip(*cols)):
         rec = dict(zip(head, row))
         rec["template_arguments"] = _arguments(tuple(a[i] for a in args))
         rec["answer"] = answers[i]
-        out.setdefault(rec["split"], []).append(rec)
+        out.append(rec)
+    return out
+
+
+def placeholder_problems(records: Mapping[str, list[dict]]) -> list[str]:
+    """Released questions with a placeholder left, or missing one of their argument values."""
+    bad = []
+    for split, rows in records.items():
+        for r in rows:
+            q = r["question"].lower()
+            values = [v for kind, vals in r["template_arguments"].items() if kind not in ("category", "gender")
+                      for v in vals.values()]
+            if leftovers(r["question"]) or any(str(v).lower() not in q for v in values):
+                bad.append(f"{split}/{r['idx']}: {r['question']}")
+    return bad
+
+
+def field_types(records: Sequence[dict]) -> dict[str, str]:
+    """Each field's type name in first-seen order: that of its first non-null value ("null" if none)."""
+    types: dict[str, str] = {}
+    for record in records:
+        for name, value in record.items():
+            if types.get(name, "null") == "null":
+                types[name] = "null" if value is None else type(value).__name__
+    return types
+
+
+# What a split file is made from besides its rows: this module (the record format), the JSON writer, polars.
+_CODE = combine(file_digest(Path(__file__)), file_digest(Path(atomic.__file__)), pl.__version__)
+
+
+def write_splits(questions: pl.DataFrame, images: pl.DataFrame, out_dir: Path, splits: Sequence[str],
+                 memo: Path | None = None) -> dict[str, dict]:
+    """``out_dir/<split>.json`` for each of ``splits`` (``write_split_json``), with the records of
+    ``build_records(questions, images)``. Returns split -> {"records": count, "types": ``field_types``,
+    "placeholder_problems": ``placeholder_problems``}. ``memo`` (``release.memo.OutputMemo``): a split whose
+    rows are those of its file's last writing, and whose file still holds what was written, is left as it is;
+    a gold label edit (test questions) then writes the test file only."""
+    f, done, out = record_frame(questions, images), OutputMemo(memo), {}
+    for split in splits:
+        part, path = f.filter(pl.col("split") == split).rechunk(), Path(out_dir) / f"{split}.json"
+        buf = io.BytesIO()
+        part.write_ipc(buf)
+        inputs = combine(bytes_digest(buf.getvalue()), _CODE)
+        facts = done.kept(split, inputs, path)
+        if facts is None:
+            records = frame_records(part)
+            write_split_json(records, path)
+            facts = done.record(split, inputs, file_digest(path), {
+                "records": len(records), "types": field_types(records),
+                "placeholder_problems": placeholder_problems({split: records})})
+        out[split] = facts
+    done.save()
     return out
 
 
