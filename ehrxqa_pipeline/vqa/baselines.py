@@ -94,6 +94,7 @@ class PriorMost:
     """The most popular answer of train+valid, for every question."""
 
     name = "prior_most"
+    reads_pixels = False
 
     def __init__(self, answer: list[str]):
         self.answer = list(answer)
@@ -114,6 +115,7 @@ class PriorQuestion:
     """The most popular answer per template of train+valid; Prior (Most) where the template is unknown."""
 
     name = "prior_question"
+    reads_pixels = False
 
     def __init__(self, by_template: dict[str, list[str]], most: PriorMost, objects: Iterable[str],
                  attributes: Iterable[str]):
@@ -159,6 +161,7 @@ class PriorQuestionText:
     """The most popular answer per normalised question text of train+valid; Prior (Most) for unseen text."""
 
     name = "prior_question_text"
+    reads_pixels = False
 
     def __init__(self, by_text: dict[str, list[str]], most: PriorMost):
         self.by_text, self.most = by_text, most

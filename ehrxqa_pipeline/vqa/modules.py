@@ -34,7 +34,7 @@ import polars as pl
 
 from ehrxqa_pipeline.config import ENVIRONMENT
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
-from ehrxqa_pipeline.questions.neuralsql.vqa_modules import Answer, ImageRef, VqaModule, ask, image_path
+from ehrxqa_pipeline.questions.neuralsql.vqa_modules import Answer, ImageRef, VqaModule, ask, image_path, reads_pixels
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import VqaLabels, answers, prepare_labels
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES
 from ehrxqa_pipeline.vqa.predictions import Predictions
@@ -139,7 +139,7 @@ def answer_mimic_cxr_vqa(module: VqaModule | VqaLabels, questions: pl.DataFrame,
     from ehrxqa_pipeline.vqa.baselines import question_texts
 
     texts = question_texts(questions).to_list()
-    refs = image_refs(questions["image_id"].to_list(), images, images_root)
+    refs = image_refs(questions["image_id"].to_list(), images, images_root if reads_pixels(module) else None)
     out: list[list[str] | None] = []
     for i in range(0, len(texts), batch_size):
         out.extend(_list_form(a) for a in ask(module, refs[i:i + batch_size], texts[i:i + batch_size]))

@@ -152,3 +152,33 @@ def test_per_item_predictions_rescored_from_files_give_the_same_scores(inputs, t
         got = score_file(path, release, dataset, "test")["scores"]
         want = {k: v for k, v in result.scores[module].items() if k.startswith(dataset.replace("-", "_") + "/")}
         assert got == want, (dataset, module)
+
+
+def test_modules_that_read_no_pixels_never_look_for_the_jpegs(tmp_path, monkeypatch):
+    """The constant, the priors and the label modules say ``reads_pixels = False``: answering them builds no
+    file path (no stat of a JPEG per asked pair); a module that reads pixels gets the paths of the files there."""
+    import polars as pl
+
+    from ehrxqa_pipeline.questions.neuralsql import YesModule
+    from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
+    from ehrxqa_pipeline.questions.neuralsql.vqa_modules import reads_pixels
+    from ehrxqa_pipeline.vqa import modules
+    from ehrxqa_pipeline.vqa.baselines import PriorMost, PriorQuestion, PriorQuestionText
+
+    assert not any(reads_pixels(m) for m in (YesModule(), PriorMost, PriorQuestion, PriorQuestionText, LabelModule))
+    roots = []
+    monkeypatch.setattr(modules, "image_refs", lambda ids, images, root=None: roots.append(root) or [
+        modules.ImageRef(1, i, 2, None) for i in ids])
+    questions = pl.DataFrame({"template_key": ["gender_1"], "image_id": ["a"]})
+
+    class Looks:
+        name = "looks"
+
+        def __call__(self, images, questions):
+            return [True] * len(questions)
+
+    monkeypatch.setattr("ehrxqa_pipeline.vqa.baselines.question_texts", lambda q: pl.Series(["is this female?"]))
+    images = pl.DataFrame({"image_id": ["a"], "subject_id": [2], "study_id": [1]})
+    assert modules.answer_mimic_cxr_vqa(YesModule(), questions, images=images, images_root=tmp_path) == [["yes"]]
+    assert modules.answer_mimic_cxr_vqa(Looks(), questions, images=images, images_root=tmp_path) == [["yes"]]
+    assert roots == [None, tmp_path]

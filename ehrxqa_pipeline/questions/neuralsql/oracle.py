@@ -144,6 +144,7 @@ class LabelModule:
     # the batch changes no answer, while each call builds a frame per template it meets. With the executor's
     # default 32 those calls were most of the demo consistency check's first 6,000 items (2.7 s -> 1.3 s).
     batch_size = 4096
+    reads_pixels = False  # answers by image id
 
     def __init__(self, labels: VqaLabels, name: str = "labels"):
         self.name, self.labels = name, labels

@@ -44,6 +44,13 @@ class VqaModule(Protocol):
     def __call__(self, images: list[ImageRef], questions: list[str]) -> list[Answer]: ...
 
 
+def reads_pixels(module) -> bool:
+    """Whether ``module`` opens ``ImageRef.path``: True unless it says ``reads_pixels = False`` (the constant,
+    the priors and the label modules, which answer from the question and the image id). Callers look for the
+    JPEG files only for a module that reads them."""
+    return getattr(module, "reads_pixels", True)
+
+
 class YesModule:
     """The constant baseline of the published executor ("yes"/"debug" module): ``True`` for every question.
 
@@ -53,6 +60,7 @@ class YesModule:
     """
 
     name = "yes"
+    reads_pixels = False
 
     def __call__(self, images: list[ImageRef], questions: list[str]) -> list[Answer]:
         return [True] * len(questions)
