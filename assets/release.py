@@ -179,7 +179,7 @@ def release_statistics(context: dg.AssetExecutionContext, pipeline_config: Pipel
     with warehouse.connect() as con:
         funnels = tables.read_funnels(con, names.CXR_COHORT)
         rejected = tables.rejected_counts(con)
-    gathered = tables.gather(release, funnels, rejected)
+    gathered = tables.gather(release, funnels, rejected, memo=settings.cache_dir / "release_tables.json")
     md = tables.render_markdown(gathered, (release / tables.VQA_DIR / "statistics.md").read_text(),
                                 (release / tables.EHRXQA_DIR / "statistics.md").read_text())
     paths = tables.write_tables(release, gathered, md)

@@ -17,7 +17,7 @@ from ehrxqa_pipeline.release.identity import identity_lines, release_version
 from ehrxqa_pipeline.release.tables import SPLITS
 
 README_FILE = "README.md"
-NO_ANSWER = {"ehrxqa": "none", "mimic_cxr_vqa": "(none)"}  # tables.answer_kinds / tables.answer_counts
+NO_ANSWER = {"ehrxqa": "none", "mimic_cxr_vqa": "(none)"}  # tables.answer_kind / tables.file_counts
 
 # (path relative to release/, what it is); the README's own table of the folder.
 CONTENTS = (

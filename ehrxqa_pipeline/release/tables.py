@@ -16,8 +16,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ehrxqa_pipeline.markdown import table
 from ehrxqa_pipeline.atomic import write_text
+from ehrxqa_pipeline.hashing import file_digest
+from ehrxqa_pipeline.markdown import table
+from ehrxqa_pipeline.release.memo import OutputMemo
 from ehrxqa_pipeline.names import DATASET_SPLITS
 
 SPLITS = DATASET_SPLITS
@@ -26,22 +28,8 @@ TOP_ANSWERS = 10  # answers per split in the markdown table (the JSON keeps them
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}( \d{2}:\d{2}(:\d{2})?)?$")
 
 
-def read_records(release_dir: Path, dataset: str) -> dict[str, list[dict]]:
-    return {s: json.loads((Path(release_dir) / dataset / f"{s}.json").read_text()) for s in SPLITS}
-
-
-def _sorted_counts(counter: Counter) -> dict[str, int]:
+def _sorted_counts(counter: Mapping[str, int]) -> dict[str, int]:
     return {k: n for k, n in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))}
-
-
-def answer_counts(records: Mapping[str, list[dict]]) -> dict[str, dict[str, int]]:
-    """MIMIC-CXR-VQA: per split, how often each answer appears (an empty answer counts as "(none)"),
-    most frequent first."""
-    out = {}
-    for split in SPLITS:
-        c = Counter(a for r in records.get(split, []) for a in (r["answer"] or ["(none)"]))
-        out[split] = _sorted_counts(c)
-    return out
 
 
 def answer_kind(answer: list) -> str:
@@ -58,19 +46,46 @@ def answer_kind(answer: list) -> str:
     return "time" if _TIME.match(str(a)) else "text"
 
 
-def answer_kinds(records: Mapping[str, list[dict]]) -> dict[str, dict[str, int]]:
-    return {s: _sorted_counts(Counter(answer_kind(r["answer"]) for r in records.get(s, []))) for s in SPLITS}
+def file_counts(path: Path, dataset: str) -> dict:
+    """What the tables take from one release JSON file: its record count and, for MIMIC-CXR-VQA, per template
+    program [content type, semantic type, records] and records per answer (an empty answer counts as
+    "(none)"); for EHRXQA, records per answer kind and per phrasing source (``para_type``)."""
+    records = json.loads(Path(path).read_text())
+    if dataset == VQA_DIR:
+        templates: dict[str, list] = {}
+        for r in records:
+            templates.setdefault(r["template_program"], [r["content_type"], r["semantic_type"], 0])[2] += 1
+        return {"records": len(records), "templates": templates,
+                "answers": dict(Counter(a for r in records for a in (r["answer"] or ["(none)"])))}
+    return {"records": len(records), "answer_kinds": dict(Counter(answer_kind(r["answer"]) for r in records)),
+            "para_types": dict(Counter(r["para_type"] for r in records))}
 
 
-def vqa_template_counts(records: Mapping[str, list[dict]]) -> list[dict]:
-    """One row per MIMIC-CXR-VQA template program with its content / semantic type and records per split."""
+# What else a file's counts depend on: this module.
+_CODE = file_digest(Path(__file__))
+
+
+def split_counts(release_dir: Path, dataset: str, memo: OutputMemo) -> dict[str, dict]:
+    """``file_counts`` of each split's file of ``dataset``; ``memo`` keeps them for files whose content did not
+    change (a gold edit rewrites the test files only: the silver train and valid files are not read again)."""
+    out = {}
+    for split in SPLITS:
+        path, name = Path(release_dir) / dataset / f"{split}.json", f"{dataset}/{split}"
+        facts = memo.kept(name, _CODE, path)
+        out[split] = facts if facts is not None else memo.record(name, _CODE, file_digest(path),
+                                                                 file_counts(path, dataset))
+    return out
+
+
+def vqa_template_counts(counts: Mapping[str, Mapping]) -> list[dict]:
+    """One row per MIMIC-CXR-VQA template program with its content / semantic type and records per split, from
+    ``split_counts``."""
     rows: dict[str, dict] = {}
     for split in SPLITS:
-        for r in records.get(split, []):
-            row = rows.setdefault(r["template_program"], {
-                "template": r["template_program"], "content_type": r["content_type"],
-                "semantic_type": r["semantic_type"], **{s: 0 for s in SPLITS}})
-            row[split] += 1
+        for program, (content, semantic, n) in counts[split]["templates"].items():
+            row = rows.setdefault(program, {"template": program, "content_type": content,
+                                            "semantic_type": semantic, **{s: 0 for s in SPLITS}})
+            row[split] += n
     return sorted(rows.values(), key=lambda r: int(r["template"].rsplit("_", 1)[-1]))
 
 
@@ -110,25 +125,28 @@ def read_funnels(con, schema: str = "cxr_cohort") -> dict[str, list[tuple[str, i
     return out
 
 
-def gather(release_dir: Path, funnels: Mapping[str, Sequence], rejected: Sequence[Mapping]) -> dict:
+def gather(release_dir: Path, funnels: Mapping[str, Sequence], rejected: Sequence[Mapping],
+           memo: Path | None = None) -> dict:
     """Everything release/statistics/tables.json holds (see the module docstring). ``funnels``: cohort ->
-    [(rule, images remaining)], kept in the given order (silver, then gold)."""
-    release_dir = Path(release_dir)
+    [(rule, images remaining)], kept in the given order (silver, then gold). ``memo``: a JSON file outside the
+    release keeping each record file's counts (``split_counts``)."""
+    release_dir, done = Path(release_dir), OutputMemo(memo)
     vqa_stats = json.loads((release_dir / VQA_DIR / "statistics.json").read_text())
     ehrxqa_stats = json.loads((release_dir / EHRXQA_DIR / "statistics.json").read_text())
-    vqa, ehrxqa = read_records(release_dir, VQA_DIR), read_records(release_dir, EHRXQA_DIR)
+    vqa, ehrxqa = split_counts(release_dir, VQA_DIR, done), split_counts(release_dir, EHRXQA_DIR, done)
+    done.save()
     per_template = ehrxqa_stats["per_template"]
     return {
         "mimic_cxr_vqa": {
             **{k: vqa_stats[k] for k in ("overall", "by_content_type", "by_semantic_type")},
-            "records": {s: len(vqa[s]) for s in SPLITS}, "per_template": vqa_template_counts(vqa),
-            "answers": answer_counts(vqa)},
+            "records": {s: vqa[s]["records"] for s in SPLITS}, "per_template": vqa_template_counts(vqa),
+            "answers": {s: _sorted_counts(vqa[s]["answers"]) for s in SPLITS}},
         "ehrxqa": {
-            "c9": ehrxqa_stats["c9"], "records": {s: len(ehrxqa[s]) for s in SPLITS},
+            "c9": ehrxqa_stats["c9"], "records": {s: ehrxqa[s]["records"] for s in SPLITS},
             "per_template": ehrxqa_template_counts(per_template),
             "templates_below_cap": sum(1 for r in per_template if r["silver_reason"] or r["gold_reason"]),
-            "answer_kinds": answer_kinds(ehrxqa),
-            "para_types": {s: _sorted_counts(Counter(r["para_type"] for r in ehrxqa[s])) for s in SPLITS}},
+            "answer_kinds": {s: _sorted_counts(ehrxqa[s]["answer_kinds"]) for s in SPLITS},
+            "para_types": {s: _sorted_counts(ehrxqa[s]["para_types"]) for s in SPLITS}},
         "funnels": [{"cohort": k, "steps": [[str(rule), int(n)] for rule, n in v]} for k, v in funnels.items()],
         "rejected": [dict(r) for r in rejected],
     }

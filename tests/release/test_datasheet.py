@@ -98,3 +98,22 @@ def test_license_note_names_the_inherited_physionet_terms(tmp_path):
     distribution = md.split("## A.6 Distribution", 1)[1].split("## A.7", 1)[0]
     assert license_note.LICENSE in distribution and "`LICENSE.txt`" in distribution
     assert "`SHA256SUMS.txt`" in md
+
+
+def test_gather_reads_only_the_record_files_that_changed(tmp_path, monkeypatch):
+    """``tables.gather`` with a memo: a second gather reads no record file; after the test files change, only
+    those two are read again; every result equals a gather without a memo."""
+    rel, memo = make_release(tmp_path), tmp_path / "cache" / "tables.json"
+    first = tables.gather(rel, FUNNELS, REJECTED, memo=memo)
+    assert first == tables.gather(rel, FUNNELS, REJECTED)
+    read, real = [], tables.file_counts
+    monkeypatch.setattr(tables, "file_counts", lambda path, dataset: read.append(path) or real(path, dataset))
+    assert tables.gather(rel, FUNNELS, REJECTED, memo=memo) == first and read == []
+    for dataset in ("mimic-cxr-vqa", "ehrxqa"):
+        path = rel / dataset / "test.json"
+        records = json.loads(path.read_text())
+        path.write_text(json.dumps(records + records))
+    again = tables.gather(rel, FUNNELS, REJECTED, memo=memo)
+    assert sorted(p.relative_to(rel).as_posix() for p in read) == ["ehrxqa/test.json", "mimic-cxr-vqa/test.json"]
+    assert again != first and again == tables.gather(rel, FUNNELS, REJECTED)
+    assert again["ehrxqa"]["records"]["test"] == 2 * first["ehrxqa"]["records"]["test"]
