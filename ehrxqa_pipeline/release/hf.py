@@ -46,11 +46,11 @@ import yaml
 from ehrxqa_pipeline.atomic import replacing, write_text
 from ehrxqa_pipeline.hashing import combine, file_digest
 from ehrxqa_pipeline.markdown import table
-from ehrxqa_pipeline.release.memo import OutputMemo
 from ehrxqa_pipeline.questions.ehrxqa.records import RECORD_FIELDS as EHRXQA_FIELDS
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import RECORD_FIELDS as VQA_FIELDS
 from ehrxqa_pipeline.release.identity import PUBLISHED, release_version
 from ehrxqa_pipeline.release.license_note import DUA, LICENSE, LICENSE_FILE, LICENSE_URL, TERMS
+from ehrxqa_pipeline.release.memo import OutputMemo
 from ehrxqa_pipeline.release.tables import SPLITS
 from ehrxqa_pipeline.sources.layout import DATASETS
 

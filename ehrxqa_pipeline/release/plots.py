@@ -20,8 +20,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-
-
 from ehrxqa_pipeline.atomic import write_bytes
 from ehrxqa_pipeline.hashing import bytes_digest, combine, file_digest
 from ehrxqa_pipeline.release.memo import OutputMemo
