@@ -58,3 +58,14 @@ def test_erf_matches_math_erf():
 
     x = np.linspace(-5, 5, 2001).astype(np.float32)
     assert np.abs(_erf(x.copy()) - np.array([math.erf(float(t)) for t in x])).max() < 5e-7
+
+
+def test_gelu_in_row_blocks_changes_no_bit():
+    """GELU runs ``GELU_ROWS`` rows at a time (cache-sized temporaries): bitwise what one pass over the whole
+    array gives, with a partial last block."""
+    from ehrxqa_pipeline.paraphrase.embed import GELU_ROWS, _gelu, _gelu_block
+
+    x = (np.random.default_rng(0).standard_normal((3 * GELU_ROWS + 17, 1536)) * 3).astype(np.float32)
+    blocked, whole = _gelu(x.copy()), _gelu_block(x.copy())
+    assert np.array_equal(blocked.view(np.uint32), whole.view(np.uint32))
+    assert not np.array_equal(blocked, x)  # it did compute
