@@ -212,3 +212,34 @@ def _check(checks, which: str, name: str):
     (found,) = [c for c in checks if next(iter(c.check_specs)).key.name == name
                 and next(iter(c.check_specs)).asset_key.path[-1] == which]
     return found
+
+
+def test_derived_tables_come_from_the_template_shape_as_from_the_query_itself(released):
+    """``study_subqueries`` parses a query's value-free shape once per template and puts its values back: every
+    released query's derived tables are those of its own parse (and so are a few edge cases), and two queries of
+    one shape parse once."""
+    import sqlglot
+    from sqlglot import exp
+
+    from ehrxqa_pipeline.questions.ehrxqa import resolved
+    from ehrxqa_pipeline.questions.neuralsql import postprocess_query
+
+    def own(query: str) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for node in sqlglot.parse_one(postprocess_query(query), read="sqlite").find_all(exp.Subquery):
+            if node.alias in ("t1", "t2") and isinstance(node.this, exp.Query):
+                out.setdefault(node.alias, []).append(node.this.sql(dialect="sqlite"))
+        return out
+
+    base = ("select func_vqa(\"is there {q} in the left lung?\", t1.study_id) from (select tb_cxr.study_id from "
+            "tb_cxr where tb_cxr.subject_id = {s} and tb_cxr.image_id = '{i}' and tb_cxr.studydatetime > 2.5 "
+            "order by tb_cxr.studydatetime desc limit 1) as t1")
+    queries = [r["query"] for recs in released[0].values() for r in recs if r["query"] not in (None, "null")]
+    queries += [base.format(q="pleural effusion", s=10000032, i="it''s"),
+                base.format(q="a \"\"quoted\"\" finding", s=0, i=""), "select 1"]
+    assert len(queries) > 100
+    assert all(resolved.study_subqueries(q) == own(q) for q in queries)
+    resolved._subqueries.cache_clear()
+    resolved.study_subqueries(base.format(q="x", s=11, i="a"))
+    resolved.study_subqueries(base.format(q="y", s=12, i="b"))
+    assert resolved._subqueries.cache_info().misses == 1

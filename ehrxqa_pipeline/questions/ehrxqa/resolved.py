@@ -27,6 +27,7 @@ from sqlglot import exp
 
 from ehrxqa_pipeline.questions.ehrxqa.item import RESOLVED_KEYS, study_keys
 from ehrxqa_pipeline.questions.neuralsql import postprocess_query
+from ehrxqa_pipeline.questions.neuralsql.parser import stand_ins
 
 DATABASE_OF_SPLIT = {"train": "silver", "valid": "silver", "test": "gold"}
 ALIAS_OF_KEY = {"study_id": "t1", "study_id1": "t1", "study_id2": "t2"}
@@ -50,9 +51,9 @@ class Difference:
                 "stored": repr(self.stored), "resolved": repr(self.resolved)}
 
 
-@lru_cache(maxsize=1 << 16)
-def _subqueries(query: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    tree = sqlglot.parse_one(postprocess_query(query), read="sqlite")
+@lru_cache(maxsize=1 << 14)
+def _subqueries(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    tree = sqlglot.parse_one(text, read="sqlite")
     out: dict[str, list[str]] = {}
     for node in tree.find_all(exp.Subquery):
         if node.alias in ("t1", "t2") and isinstance(node.this, exp.Query):
@@ -61,8 +62,16 @@ def _subqueries(query: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 
 def study_subqueries(query: str) -> dict[str, list[str]]:
-    """Alias (``t1`` / ``t2``) -> the SQLite text of every derived table of that alias in the query."""
-    return {alias: list(sqls) for alias, sqls in _subqueries(query)}
+    """Alias (``t1`` / ``t2``) -> the SQLite text of every derived table of that alias in the query. Parsed once
+    per template shape: the query's values are stood in for, and put back into the derived tables' text
+    (``neuralsql.parser.stand_ins``); a shape that does not parse falls back to the query's own parse."""
+    source = postprocess_query(query)
+    text, put_back = stand_ins(source)
+    try:
+        found = _subqueries(text)
+    except sqlglot.errors.SqlglotError:
+        found, put_back = _subqueries(source), str
+    return {alias: [put_back(sql) for sql in sqls] for alias, sqls in found}
 
 
 def resolve_studies(query: str, conn: sqlite3.Connection, cache: dict | None = None) -> dict[str, list[int]]:

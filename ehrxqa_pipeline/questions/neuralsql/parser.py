@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import sqlglot
@@ -325,6 +325,15 @@ def value_free(query: str) -> str | None:
     one template share (None when it has no value, or a stand-in's characters are already in it)."""
     skeleton = _Skeleton.of(query)
     return None if skeleton is None else skeleton.text
+
+
+def stand_ins(query: str) -> tuple[str, Callable[[str], str]]:
+    """``query`` with its values stood in for (``value_free``'s text), and the function that puts them back into
+    SQL that sqlglot generated from that text, which is then what it generates from ``query``; ``query`` itself
+    and no change when it has no stand-in. For work on a query's parse that the items of one template share
+    (``questions.ehrxqa.resolved``)."""
+    skeleton = _Skeleton.of(query)
+    return (query, str) if skeleton is None else (skeleton.text, skeleton._put_back)
 
 
 @dataclass(frozen=True)
