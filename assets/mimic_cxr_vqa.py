@@ -15,7 +15,7 @@ from ehrxqa_pipeline.cxr.splits import SIDES
 from ehrxqa_pipeline.paraphrase import choose_vqa_phrasings
 from ehrxqa_pipeline.questions.mimic_cxr_vqa import stats as vqa_stats
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import answer_vocabulary
-from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import record_frame, write_splits
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import merged_types, record_frame, write_splits
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.sampling import sample_vqa
 from ehrxqa_pipeline.warehouse import replace_tables
 from resources import PipelineConfig, Warehouse
@@ -177,11 +177,9 @@ def release_mimic_cxr_vqa(context: dg.AssetExecutionContext, pipeline_config: Pi
     atomic.write_json(out / "answer_vocabulary.json", vocabulary, ensure_ascii=True)
     para_types = dict(phrased.group_by("para_type").len().sort("para_type").rows())
     bad = [b for split in SPLIT_NAMES for b in written[split]["placeholder_problems"]]
-    types: dict[str, str] = {}
-    for split in SPLIT_NAMES:  # first-seen order over the files in turn, as over their records
-        types.update({k: v for k, v in written[split]["types"].items() if types.get(k, "null") == "null"})
     yield dg.MaterializeResult(metadata={
-        **schema_metadata(sum(w["records"] for w in written.values()), types),
+        **schema_metadata(sum(w["records"] for w in written.values()),
+                          merged_types(written[split]["types"] for split in SPLIT_NAMES)),
         "path": dg.MetadataValue.path(str(out)),
         "records_per_split": dg.MetadataValue.json({s: written[s]["records"] for s in SPLIT_NAMES}),
         "questions_by_phrasing_source": dg.MetadataValue.json(para_types)})

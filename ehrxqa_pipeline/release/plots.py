@@ -162,7 +162,6 @@ def render_all(tables: Mapping, kept: Path | None = None, memo: Path | None = No
     return out
 
 
-
 def markdown_image(png: bytes, alt: str) -> str:
     return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"
 

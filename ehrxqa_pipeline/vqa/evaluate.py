@@ -34,7 +34,7 @@ import polars as pl
 from ehrxqa_pipeline.questions.neuralsql import OracleModule
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
 from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore
-from ehrxqa_pipeline.questions.neuralsql.vqa_modules import YesModule, reads_pixels
+from ehrxqa_pipeline.questions.neuralsql.vqa_modules import YesModule
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import prepare_labels
 from ehrxqa_pipeline.vqa.baselines import PriorMost, PriorQuestion, PriorQuestionText
 from ehrxqa_pipeline.vqa.leaderboard import module_scores
@@ -202,8 +202,7 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
     first_pass = first_pass_pairs(x.gold_database, image_items, parse_store=store)  # shared by every module
     for name, module in ehrxqa_modules.items():
         log(f"EHRXQA test: {name} runs {image_items.height:,} NeuralSQL queries")
-        root = x.images_root if reads_pixels(module) else None  # a module that reads no pixels needs no files
-        result = merge_ehrxqa(table_part, score_ehrxqa(x.gold_database, root, image_items, module,
+        result = merge_ehrxqa(table_part, score_ehrxqa(x.gold_database, x.images_root, image_items, module,
                                                        parse_store=store, first_pass=first_pass))
         out.details.setdefault(name, {})["ehrxqa"] = result
         out.predictions.setdefault(EHRXQA, {})[name] = [{"id": i, "answer": a} for i, a in result["answers"].items()]

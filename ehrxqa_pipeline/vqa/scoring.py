@@ -31,6 +31,7 @@ from ehrxqa_pipeline.questions.ehrxqa.registry import BY_INDEX
 from ehrxqa_pipeline.questions.ehrxqa.stats import scope_axes
 from ehrxqa_pipeline.questions.neuralsql import NeuralSqlError, NeuralSqlExecutor, VqaModule, same_answer
 from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore
+from ehrxqa_pipeline.questions.neuralsql.vqa_modules import reads_pixels
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import ARGUMENT_COLUMNS, CONTENT_TYPES, SEMANTIC_TYPES, TEMPLATES
 from ehrxqa_pipeline.vqa.leaderboard import MODALITIES, PATIENT_SCOPES
 from ehrxqa_pipeline.vqa.metrics import (accuracy, auroc_by_group, execution_accuracy, micro_f1, relative_auroc)
@@ -212,7 +213,8 @@ class _Counting:
 
     def __init__(self, module: VqaModule):
         self.module, self.name = module, getattr(module, "name", type(module).__name__)
-        self.batch_size = getattr(module, "batch_size", None)  # the module's own, as the executor reads it
+        # what the executor reads of the module itself: its batch size, whether it opens the images
+        self.batch_size, self.reads_pixels = getattr(module, "batch_size", None), reads_pixels(module)
         self.asked = self.abstained = 0
 
     def __call__(self, images, questions):

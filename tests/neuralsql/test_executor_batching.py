@@ -220,3 +220,17 @@ def test_a_module_states_its_batch_size_and_an_explicit_one_wins(db_path):
     assert [len(s) for s, _ in spy.calls] == [5, 3]
     assert NeuralSqlExecutor(db_path, Spy()).batch_size == DEFAULT_BATCH_SIZE == 32
     assert LabelModule.batch_size == 4096
+
+
+def test_a_module_that_reads_no_pixels_gets_no_image_paths(db_path, tmp_path):
+    """``reads_pixels = False`` (the constant, the priors, the label modules): the executor looks for no JPEG
+    file; a module that reads pixels gets the folder (and a path where the file is there)."""
+    from ehrxqa_pipeline.vqa.scoring import _Counting
+
+    class Looks(Spy):
+        reads_pixels = True
+
+    assert NeuralSqlExecutor(db_path, YesModule(), images_root=tmp_path).images_root is None
+    assert NeuralSqlExecutor(db_path, _Counting(YesModule()), images_root=tmp_path).images_root is None
+    assert NeuralSqlExecutor(db_path, _Counting(Looks()), images_root=tmp_path).images_root == tmp_path
+    assert NeuralSqlExecutor(db_path, Spy(), images_root=tmp_path).images_root == tmp_path

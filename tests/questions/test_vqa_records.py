@@ -125,3 +125,12 @@ def test_write_splits_rewrites_only_the_split_whose_records_changed(tmp_path, mo
     unfilled = records.write_splits(phrased, IMAGES, tmp_path / "x", splits)
     assert unfilled["test"]["placeholder_problems"] == ["test/1: Is this ${patient} female?"]
     assert unfilled["valid"]["placeholder_problems"] == []
+
+
+def test_merged_types_of_the_splits_are_the_field_types_of_all_their_records():
+    """The release asset's column schema comes from the per-split types its memo keeps (``merged_types``)."""
+    from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import field_types, merged_types
+
+    parts = [[{"a": None, "b": 1}], [], [{"a": "x", "c": None}, {"c": [1], "b": None}]]
+    assert merged_types(field_types(p) for p in parts) == field_types([r for p in parts for r in p]) == {
+        "a": "str", "b": "int", "c": "list"}

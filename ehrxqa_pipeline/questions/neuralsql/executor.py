@@ -35,7 +35,8 @@ from ehrxqa_pipeline.questions.neuralsql.errors import NeuralSqlError, NeuralSql
 from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore, from_json, options_digest, to_json
 from ehrxqa_pipeline.questions.neuralsql.parser import (ROWS_FUNCTION, VQA_FUNCTION, ParsedQuery,
                                                         parse_neuralsql)
-from ehrxqa_pipeline.questions.neuralsql.vqa_modules import Answer, ImageRef, VqaModule, as_int, ask, resolve_images
+from ehrxqa_pipeline.questions.neuralsql.vqa_modules import (Answer, ImageRef, VqaModule, as_int, ask, reads_pixels,
+                                                             resolve_images)
 
 ANSWER_SHEET = "tb_cxr_plus"
 # (image, question) pairs per module call, for a module that states no batch size of its own
@@ -96,7 +97,8 @@ class NeuralSqlExecutor:
     """Runs NeuralSQL on an EHRXQA SQLite database (``mimic_iv_cxr.db``) with a VQA module.
 
     ``database``: a path (opened read-only) or an open connection (the two FUNC_VQA functions are
-    registered on it). ``images_root``: MIMIC-CXR-JPG ``files`` folder for ImageRef paths (None: no paths).
+    registered on it). ``images_root``: MIMIC-CXR-JPG ``files`` folder for ImageRef paths (None: no paths; a
+    module that reads no pixels, ``vqa_modules.reads_pixels``, gets none either and no file is looked for).
     ``allow_answer_sheet``: let queries read TB_CXR_PLUS (gold SQL); NeuralSQL must not.
     ``parse_store``: parses kept on disk across processes and builds (``parse_store.ParseStore``), read and
     written by ``parse_many`` (and so by ``prefetch``). ``batch_size``: pairs per module call; None: the
@@ -117,7 +119,7 @@ class NeuralSqlExecutor:
             if not Path(database).is_file():
                 raise FileNotFoundError(f"EHRXQA database not found: {database}")
             self.conn = sqlite3.connect(f"{Path(database).resolve().as_uri()}?mode=ro", uri=True)
-        self.vqa, self.images_root = vqa, images_root
+        self.vqa, self.images_root = vqa, images_root if reads_pixels(vqa) else None
         self.batch_size, self.max_passes, self.reuse_answers = batch_size, max_passes, reuse_answers
         self.hidden_tables = () if allow_answer_sheet else (ANSWER_SHEET,)
         self.answers: dict[tuple[str, int], Answer] = {}  # (question, study_id) -> answer
