@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Sequence
 
 import dagster as dg
@@ -16,7 +17,15 @@ from resources import default_resources
 # Within one run, steps that write the DuckDB warehouse go one at a time (DuckDB has a single writer), and so
 # do steps that use the GPU.
 TAG_LIMITS = [{"key": k, "value": v, "limit": 1} for k, v in (*DUCKDB_TAGS.items(), (DEVICE_TAG, GPU_POOL))]
-EXECUTOR = dg.multiprocess_executor.configured({"max_concurrent": 2, "tag_concurrency_limits": TAG_LIMITS})
+# Each step of a run the UI launches runs in a process of its own. Forked from a server process that imported
+# this code location once (``forkserver``, preloading this module: a run process rebuilds the job from its
+# origin, for which Dagster would preload only its executor module), a step starts in a fraction of a second;
+# spawned (Dagster's default), every step imported Dagster and the project again, 2-3 s of CPU a step. Where the
+# platform has no forkserver (Windows): Dagster's default.
+START_METHOD = ({"start_method": {"forkserver": {"preload_modules": [__name__]}}}
+                if "forkserver" in multiprocessing.get_all_start_methods() else {})
+EXECUTOR = dg.multiprocess_executor.configured({"max_concurrent": 2, "tag_concurrency_limits": TAG_LIMITS,
+                                                **START_METHOD})
 
 # EHRXQA_EXECUTOR=k8s (read when the code location loads): one Kubernetes pod per step (dagster-k8s). Image,
 # namespace, env (EHRXQA_HOME) and the shared volume come from the run launcher and the user deployment

@@ -251,6 +251,8 @@ PRIVATE_USES = {
     "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage": ("base_dir", "inst_data"),
     "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage._connect": ("shard",),
     "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage._initdb": ("engine",),
+    "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage.path_for_shard": ("run_id",),
+    "dagster._core.storage.event_log.sqlite.sqlite_event_log:INDEX_SHARD_NAME": (),
     "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage.conn_string_for_shard": (
         "shard_name",),
     "dagster._core.storage.runs.sqlite.sqlite_run_storage:SqliteRunStorage": ("conn_string", "inst_data"),

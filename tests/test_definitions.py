@@ -248,3 +248,15 @@ if __name__ == "__main__":  # python -m tests.test_definitions: write the snapsh
     SNAPSHOT.parent.mkdir(exist_ok=True)
     SNAPSHOT.write_text(json.dumps(graph_snapshot(), indent=1, sort_keys=True) + "\n")
     print(f"wrote {SNAPSHOT}")
+
+
+def test_the_ui_runs_fork_their_steps_from_a_server_that_loaded_the_code_location():
+    """Under `dagster dev` every step is a process of its own: forked from a forkserver that preloaded this code
+    location, not spawned (a spawned step imports Dagster and the project again: 2-3 s of CPU a step)."""
+    import multiprocessing
+
+    from ehrxqa_pipeline import definitions
+
+    config = definitions.EXECUTOR.apply_config_mapping({}).value["config"]
+    assert config["start_method"] == {"forkserver": {"preload_modules": ["ehrxqa_pipeline.definitions"]}}
+    assert config["max_concurrent"] == 2 and "forkserver" in multiprocessing.get_all_start_methods()

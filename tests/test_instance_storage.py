@@ -96,3 +96,36 @@ def test_engines_are_kept_per_file_bounded_and_not_shared_with_a_forked_child(tm
     monkeypatch.setattr(os, "getpid", lambda: -1)  # as in a child after fork
     assert engines.get(urls[2]) is not kept
     engines.dispose()
+
+
+def test_a_new_run_database_equals_the_one_dagster_makes_and_an_existing_one_is_kept(tmp_path):
+    """A run's database is a copy of an empty one made by Dagster's own initialisation: the same tables, indexes,
+    journal mode and Alembic revision as Dagster's storage writes for a new run; a file already there (another
+    process made it first) is checked and kept, never replaced."""
+    import sqlite3
+
+    from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+
+    from ehrxqa_pipeline.cli.dagster_private import PooledSqliteEventLogStorage
+
+    def shape(path):
+        with sqlite3.connect(path) as con:
+            return (sorted(con.execute("SELECT type, name, sql FROM sqlite_master").fetchall()),
+                    con.execute("PRAGMA journal_mode").fetchall(), con.execute("SELECT * FROM alembic_version").fetchall())
+
+    theirs, ours = SqliteEventLogStorage(str(tmp_path / "theirs")), PooledSqliteEventLogStorage(str(tmp_path / "ours"))
+    for storage in (theirs, ours):
+        for run in ("run-a", "run-b"):
+            with storage._connect(run):
+                pass
+    assert shape(tmp_path / "ours" / "run-b.db") == shape(tmp_path / "theirs" / "run-b.db")
+    assert shape(tmp_path / "ours" / "run-a.db")[2] != []
+    with sqlite3.connect(tmp_path / "ours" / "run-c.db") as con:  # made by someone else, with a row in it
+        con.execute("CREATE TABLE kept (x)")
+    with ours._connect("run-c"):
+        pass
+    with sqlite3.connect(tmp_path / "ours" / "run-c.db") as con:
+        assert ("kept",) in con.execute("SELECT name FROM sqlite_master").fetchall()
+    assert sorted(p.name for p in (tmp_path / "ours").iterdir() if p.suffix == ".part") == []
+    ours.dispose()
+    theirs.dispose()
