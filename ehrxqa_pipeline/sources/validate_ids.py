@@ -91,8 +91,7 @@ class IdChecks:
             kept = self._kept_rows(contract)
             per_key = pl.collect_all([kept.group_by(list(fk.columns)).agg(pl.len().alias("_n")) for fk in fks],
                                      engine="streaming")
-            parents = [readers.scan_table(self.root, fk.references, self.cache_dir).select(list(fk.ref_columns))
-                       .unique().collect(engine="streaming") for fk in fks]
+            parents = [self._parent_keys(fk) for fk in fks]
         except SourceError as err:
             self.report.problems.append(Problem.from_error(err))
             return
@@ -111,6 +110,16 @@ class IdChecks:
                 self.con.unregister("_fk_counts")
                 self.con.unregister("_fk_parent")
             self._judge(child, fk, count)
+
+    def _parent_keys(self, fk) -> pl.DataFrame:
+        """The distinct values of ``fk``'s referenced columns, read once per validation: admissions, patients,
+        icustays and d_items are each referenced by several tables."""
+        cache = self.__dict__.setdefault("_parent_key_sets", {})
+        key = (fk.references, tuple(fk.ref_columns))
+        if key not in cache:
+            cache[key] = (readers.scan_table(self.root, fk.references, self.cache_dir).select(list(fk.ref_columns))
+                          .unique().collect(engine="streaming"))
+        return cache[key]
 
     def _judge(self, child: str, fk, count) -> None:
         parent = fk.references
