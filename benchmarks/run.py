@@ -40,6 +40,11 @@ of the ``build`` stage's wall time (design.md: a gold label edit <= 25 % of a fu
 full scale); then the edit is undone and rebuilt (not timed), so the home and the source end as they began. Its
 numbers go to <workdir>/edits-<scale>.json.
 
+Stage ``ui-run`` (``--e2e-scales``; ``benchmarks/ui_run.py``, needs the generate stage's source) times a run as the
+UI launches it, one process per step (the code location's multiprocess executor, whose steps fork from a server
+process that preloaded the code location), of the ingest group with its checks from an empty home
+<workdir>/home-<scale>-ui; its numbers (wall, steps, seconds per step) go to <workdir>/ui-run-<scale>.json.
+
 A scale is a preset name (``demo``, ``full``) or ``PRESET:PATIENTS`` for a preset with another CXR patient
 count (``full:20000``: the full preset's proportions, 20,000 patients); its folders are named with ``-``.
 
@@ -63,7 +68,7 @@ from benchmarks import steps
 
 ROOT = Path(__file__).resolve().parents[1]
 EHRXQA = str(Path(sys.executable).with_name("ehrxqa"))
-E2E = ("build", "rebuild", "edit")
+E2E = ("build", "rebuild", "edit", "ui-run")
 REAL_SCENE_GRAPHS, REAL_SCENE_GRAPH_BYTES = 243_310, 10.26e9  # Chest ImaGenome 1.0.0 scene_graph.zip, unzipped
 
 
@@ -223,6 +228,10 @@ def stages(scale: str, work: Path, caps: str = "80,10") -> dict[str, tuple[list[
         "vqa_decode": ([sys.executable, "-m", "benchmarks.decode_bench", "run", "--home", str(home), "--source",
                         str(source), "--bundle", str(work / f"decode-bundle-{tag}"), "--batches", "64,256",
                         "--out", str(work / f"vqa-decode-{tag}.json")], {}),
+        # a run as the UI launches it (a process per step: the code location's multiprocess executor), of the
+        # ingest group and its checks from an empty home (benchmarks/ui_run.py)
+        "ui-run": ([sys.executable, "-m", "benchmarks.ui_run", "--home", str(work / f"home-{tag}-ui"), "--source",
+                    str(source), "--out", str(work / f"ui-run-{tag}.json")], {}),
         "build": ([EHRXQA, "build"], e2e_env),  # every asset, from an empty home
         "rebuild": ([EHRXQA, "build", "--changed"], e2e_env),  # nothing changed: runs nothing
         # a gold label, a silver label, a lab name edited: build --changed, each against the build stage
@@ -235,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--scales", default="demo,full")
     p.add_argument("--stages",
-                   default="generate,scene-graph-zip,ingest,cxr,vqa,ehr_db,ehrxqa,vqa_model,vqa_decode,build,rebuild,"
-                           "edit")
+                   default="generate,scene-graph-zip,ingest,cxr,vqa,ehr_db,ehrxqa,vqa_model,vqa_decode,ui-run,build,"
+                           "rebuild,edit")
     p.add_argument("--e2e-scales", default="demo", help="scales at which the build and rebuild stages run")
     p.add_argument("--workdir", default=str(ROOT / "data" / "bench"))
     p.add_argument("--ehrxqa-caps", default="80,10", help="per-template TRAIN_VALID,TEST caps of stage ehrxqa")
@@ -274,8 +283,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, (cmd, env) in stages(scale, work, args.ehrxqa_caps).items():
             if name not in args.stages.split(",") or (name in E2E and scale not in args.e2e_scales.split(",")):
                 continue
-            if name == "build":
-                shutil.rmtree(work / f"home-{scale.replace(':', '-')}-e2e", ignore_errors=True)
+            if name in ("build", "ui-run"):
+                shutil.rmtree(work / f"home-{scale.replace(':', '-')}-{'e2e' if name == 'build' else 'ui'}",
+                              ignore_errors=True)
             full = [r["seconds"] for r in results if r["scale"] == scale and r["stage"] == "build"]
             if name == "edit" and full:
                 cmd = [*cmd, "--full-build-seconds", str(full[0])]

@@ -18,11 +18,16 @@ from resources import default_resources
 # do steps that use the GPU.
 TAG_LIMITS = [{"key": k, "value": v, "limit": 1} for k, v in (*DUCKDB_TAGS.items(), (DEVICE_TAG, GPU_POOL))]
 # Each step of a run the UI launches runs in a process of its own. Forked from a server process that imported
-# this code location once (``forkserver``, preloading this module: a run process rebuilds the job from its
-# origin, for which Dagster would preload only its executor module), a step starts in a fraction of a second;
-# spawned (Dagster's default), every step imported Dagster and the project again, 2-3 s of CPU a step. Where the
-# platform has no forkserver (Windows): Dagster's default.
-START_METHOD = ({"start_method": {"forkserver": {"preload_modules": [__name__]}}}
+# this code location and Great Expectations once (``forkserver``; its preload named here: a run process rebuilds
+# the job from its origin, for which Dagster would preload only its executor module), a step starts in a
+# fraction of a second; spawned (Dagster's default), every step imported Dagster and the project again, and
+# every contract check Great Expectations: 2-3 s of CPU each. On 76 steps of the ingest group of a small source:
+# 294.8 s -> 145.5 s (preloading the code location) -> see README. Where the platform has no forkserver
+# (Windows): Dagster's default.
+PRELOAD = ("ehrxqa_pipeline.gx",  # every contract check
+           "ehrxqa_pipeline.cli.dagster_private",  # the instance's storage: SQLAlchemy, Alembic
+           "dagster._daemon")  # read by the instance a step builds
+START_METHOD = ({"start_method": {"forkserver": {"preload_modules": [__name__, *PRELOAD]}}}
                 if "forkserver" in multiprocessing.get_all_start_methods() else {})
 EXECUTOR = dg.multiprocess_executor.configured({"max_concurrent": 2, "tag_concurrency_limits": TAG_LIMITS,
                                                 **START_METHOD})

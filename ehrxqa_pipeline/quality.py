@@ -222,8 +222,7 @@ def check_foreign_keys(con, contract: Contract) -> CheckOutcome:
 def check_gx(con, contract: Contract, sample_rows: int = 100_000) -> CheckOutcome:
     """Run the contract's Great Expectations suite on the table (or a deterministic sample of it)."""
     quiet_third_parties()  # privacy: no usage analytics leave the machine; no progress bars in the logs
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
+    from ehrxqa_pipeline.gx import ProgressBarsConfig, gx
 
     schema, table = contract.group, contract.table
     rows = _count(con, f"SELECT count(*) FROM {schema}.{quote(table)}")

@@ -252,11 +252,22 @@ if __name__ == "__main__":  # python -m tests.test_definitions: write the snapsh
 
 def test_the_ui_runs_fork_their_steps_from_a_server_that_loaded_the_code_location():
     """Under `dagster dev` every step is a process of its own: forked from a forkserver that preloaded this code
-    location, not spawned (a spawned step imports Dagster and the project again: 2-3 s of CPU a step)."""
-    import multiprocessing
+    location, Great Expectations (with the environment it reads set first) and the instance's storage, not spawned
+    (a spawned step imports Dagster and the project again: 2-3 s of CPU a step). The preload starts no thread:
+    a fork copies only the thread that forks."""
+    import subprocess
+    import sys
 
     from ehrxqa_pipeline import definitions
 
     config = definitions.EXECUTOR.apply_config_mapping({}).value["config"]
-    assert config["start_method"] == {"forkserver": {"preload_modules": ["ehrxqa_pipeline.definitions"]}}
-    assert config["max_concurrent"] == 2 and "forkserver" in multiprocessing.get_all_start_methods()
+    preload = config["start_method"]["forkserver"]["preload_modules"]
+    assert preload == ["ehrxqa_pipeline.definitions", "ehrxqa_pipeline.gx", "ehrxqa_pipeline.cli.dagster_private",
+                       "dagster._daemon"] and config["max_concurrent"] == 2
+    probe = ("import os, sys, threading\n"
+             f"for m in {preload!r}: __import__(m)\n"
+             "print(threading.active_count(), 'torch' in sys.modules, os.environ['GX_ANALYTICS_ENABLED'])")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "GX_ANALYTICS_ENABLED"}
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", probe], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.stdout.split() == ["1", "False", "false"], out.stdout + out.stderr[-2000:]

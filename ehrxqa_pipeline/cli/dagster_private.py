@@ -51,7 +51,6 @@ class Origin:
 
 def job_origin(job_name: str = ASSET_JOB) -> Origin:
     """The origin of ``job_name`` in the code location of ``code_location()``."""
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
     from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
     from dagster._core.workspace.load import location_origin_from_module_name, location_origins_from_yaml_paths
     from dagster._core.definitions.repository_definition import SINGLETON_REPOSITORY_NAME
@@ -61,10 +60,17 @@ def job_origin(job_name: str = ASSET_JOB) -> Origin:
     else:
         location = location_origin_from_module_name(MODULE, None, None)
     remote = RemoteJobOrigin(RemoteRepositoryOrigin(location, SINGLETON_REPOSITORY_NAME), job_name)
-    target = location.loadable_target_origin
-    python = (ReconstructableRepository.for_module(MODULE, "defs", working_directory=target.working_directory)
-              .get_reconstructable_job(job_name).get_python_origin())
+    python = reconstructable_job(job_name, location.loadable_target_origin.working_directory).get_python_origin()
     return Origin(remote, python)
+
+
+def reconstructable_job(job_name: str = ASSET_JOB, working_directory: str | None = None):
+    """``job_name`` of the code location as a run process rebuilds it (a ``ReconstructableJob``: what
+    ``dg.execute_job`` takes to run each step in a process of its own, as runs launched from the UI do)."""
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+    return (ReconstructableRepository.for_module(MODULE, "defs", working_directory=working_directory)
+            .get_reconstructable_job(job_name))
 
 
 def execute(job: dg.JobDefinition, instance: dg.DagsterInstance, asset_selection: Sequence[dg.AssetKey],
