@@ -21,9 +21,8 @@ TAG_LIMITS = [{"key": k, "value": v, "limit": 1} for k, v in (*DUCKDB_TAGS.items
 # this code location and Great Expectations once (``forkserver``; its preload named here: a run process rebuilds
 # the job from its origin, for which Dagster would preload only its executor module), a step starts in a
 # fraction of a second; spawned (Dagster's default), every step imported Dagster and the project again, and
-# every contract check Great Expectations: 2-3 s of CPU each. On 76 steps of the ingest group of a small source:
-# 294.8 s -> 145.5 s (preloading the code location) -> see README. Where the platform has no forkserver
-# (Windows): Dagster's default.
+# every contract check Great Expectations: 2-3 s of CPU each (`make bench` stage ui-run, the demo's ingest group:
+# 312.8 s spawned, 39.8 s forked). Where the platform has no forkserver (Windows): Dagster's default.
 PRELOAD = ("ehrxqa_pipeline.gx",  # every contract check
            "ehrxqa_pipeline.cli.dagster_private",  # the instance's storage: SQLAlchemy, Alembic
            "dagster._daemon")  # read by the instance a step builds
