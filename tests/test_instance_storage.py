@@ -129,3 +129,23 @@ def test_a_new_run_database_equals_the_one_dagster_makes_and_an_existing_one_is_
     assert sorted(p.name for p in (tmp_path / "ours").iterdir() if p.suffix == ".part") == []
     ours.dispose()
     theirs.dispose()
+
+
+def test_without_hard_links_a_run_database_is_made_by_dagsters_own_initialisation(tmp_path, monkeypatch):
+    """A file system that refuses hard links (os.link raises): the run's database is still made, by Dagster's own
+    initialisation, and no temporary file is left."""
+    import sqlite3
+
+    from ehrxqa_pipeline.cli.dagster_private import PooledSqliteEventLogStorage
+
+    def refuse(*_):
+        raise PermissionError(1, "Operation not permitted")
+
+    storage = PooledSqliteEventLogStorage(str(tmp_path))
+    monkeypatch.setattr(os, "link", refuse)
+    with storage._connect("run-a"):
+        pass
+    with sqlite3.connect(tmp_path / "run-a.db") as con:
+        assert con.execute("SELECT count(*) FROM alembic_version").fetchone() == (1,)
+    assert not [p for p in tmp_path.iterdir() if p.suffix == ".part"]
+    storage.dispose()

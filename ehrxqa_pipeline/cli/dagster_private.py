@@ -201,7 +201,7 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
             f.write(self._empty_run_db)
         try:
             os.link(part, path)  # never replaces a database another process created meanwhile
-        except FileExistsError:
+        except OSError:  # that one (FileExistsError), or a file system without hard links: Dagster's own init
             return False
         finally:
             os.unlink(part)
