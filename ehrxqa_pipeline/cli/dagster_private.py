@@ -10,7 +10,10 @@ Dagster has no public call for three things `ehrxqa` needs:
   ``AssetDaemonCursor`` written with Dagster's serdes in the instance's daemon cursor storage;
 - an instance storage that keeps its SQLite connections open (``PooledSqliteStorage``, named in the
   dagster.yaml `ehrxqa` writes): Dagster's SQLite storages create, connect and dispose a SQLAlchemy engine
-  for every read and every event they store.
+  for every read and every event they store, and stamp each new run's database through Alembic.
+
+``reconstructable_job`` (the job as a run process rebuilds it) serves ``job_origin`` and `make bench` stage
+ui-run, which runs a job as the UI launches it.
 
 Dagster is pinned in pyproject.toml; tests/test_cli.py::test_the_private_dagster_api_is_as_this_module_uses_it
 fails, naming the symbol, when an upgrade moves or changes one of them, and a test keeps every other module of
