@@ -181,11 +181,12 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     @contextmanager
     def _connect(self, shard: str) -> Iterator:
         with self._db_lock:
+            engine = self._engines.get(self.conn_string_for_shard(shard))  # connects on first use only
             if shard not in self._initialized_dbs:
                 if shard == INDEX_SHARD_NAME or not self._create_run_db(self.path_for_shard(shard)):
-                    self._initdb(self._engines.get(self.conn_string_for_shard(shard)))  # checks an existing one
+                    self._initdb(engine)  # checks an existing one
                 self._initialized_dbs.add(shard)
-            with _transaction(self._engines.get(self.conn_string_for_shard(shard))) as conn:
+            with _transaction(engine) as conn:
                 yield conn
 
     def _create_run_db(self, path: str) -> bool:

@@ -53,6 +53,7 @@ class _Validator(IdChecks):
                                                            "foreign_keys": {}, "quarantine": {}, "out_of_scope": {},
                                                            "images_found": None, "releases": {}})
         self.usable: set[str] = set()  # tables that passed every error-level check
+        self.parent_keys: dict[tuple, pl.DataFrame] = {}  # foreign keys' parent key sets (IdChecks._parent_keys)
         self.con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY_LIMIT, "temp_directory": tmp,
                                           "preserve_insertion_order": False})
 

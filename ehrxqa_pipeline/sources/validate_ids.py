@@ -114,12 +114,11 @@ class IdChecks:
     def _parent_keys(self, fk) -> pl.DataFrame:
         """The distinct values of ``fk``'s referenced columns, read once per validation: admissions, patients,
         icustays and d_items are each referenced by several tables."""
-        cache = self.__dict__.setdefault("_parent_key_sets", {})
         key = (fk.references, tuple(fk.ref_columns))
-        if key not in cache:
-            cache[key] = (readers.scan_table(self.root, fk.references, self.cache_dir).select(list(fk.ref_columns))
-                          .unique().collect(engine="streaming"))
-        return cache[key]
+        if key not in self.parent_keys:
+            self.parent_keys[key] = (readers.scan_table(self.root, fk.references, self.cache_dir)
+                                     .select(list(fk.ref_columns)).unique().collect(engine="streaming"))
+        return self.parent_keys[key]
 
     def _judge(self, child: str, fk, count) -> None:
         parent = fk.references
