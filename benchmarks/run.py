@@ -230,8 +230,8 @@ def stages(scale: str, work: Path, caps: str = "80,10") -> dict[str, tuple[list[
                         "--out", str(work / f"vqa-decode-{tag}.json")], {}),
         # a run as the UI launches it (a process per step: the code location's multiprocess executor), of the
         # ingest group and its checks from an empty home (benchmarks/ui_run.py)
-        "ui-run": ([sys.executable, "-m", "benchmarks.ui_run", "--home", str(work / f"home-{tag}-ui"), "--source",
-                    str(source), "--out", str(work / f"ui-run-{tag}.json")], {}),
+        "ui-run": ([sys.executable, "-m", "benchmarks.ui_run", "--out", str(work / f"ui-run-{tag}.json")],
+                   {**env, "EHRXQA_HOME": str(work / f"home-{tag}-ui")}),
         "build": ([EHRXQA, "build"], e2e_env),  # every asset, from an empty home
         "rebuild": ([EHRXQA, "build", "--changed"], e2e_env),  # nothing changed: runs nothing
         # a gold label, a silver label, a lab name edited: build --changed, each against the build stage
@@ -283,9 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, (cmd, env) in stages(scale, work, args.ehrxqa_caps).items():
             if name not in args.stages.split(",") or (name in E2E and scale not in args.e2e_scales.split(",")):
                 continue
-            if name in ("build", "ui-run"):
-                shutil.rmtree(work / f"home-{scale.replace(':', '-')}-{'e2e' if name == 'build' else 'ui'}",
-                              ignore_errors=True)
+            if name in ("build", "ui-run"):  # from an empty home
+                shutil.rmtree(env["EHRXQA_HOME"], ignore_errors=True)
             full = [r["seconds"] for r in results if r["scale"] == scale and r["stage"] == "build"]
             if name == "edit" and full:
                 cmd = [*cmd, "--full-build-seconds", str(full[0])]

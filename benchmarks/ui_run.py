@@ -4,22 +4,21 @@
 the automation sensor) goes through the code location's multiprocess executor instead, one process per step
 (``ehrxqa_pipeline.definitions.EXECUTOR``). This stage materializes the ingest group with its
 checks that way (Dagster's ``execute_job`` on the job rebuilt from the code location's module, as a run process
-rebuilds it) and reports the wall time, the steps and the seconds per step. Its numbers go to ``--out``.
+rebuilds it) and reports the wall time, the steps and the seconds per step. The home and the source are those of
+the environment (EHRXQA_HOME, EHRXQA_SOURCE_ROOT); its numbers go to ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
 
-def ui_run(home: Path, source: Path) -> dict:
+def ui_run() -> dict:
     import dagster as dg
 
-    os.environ.update(EHRXQA_HOME=str(home), EHRXQA_SOURCE_ROOT=str(source))
     from ehrxqa_pipeline.cli import prepare_instance
     from ehrxqa_pipeline.cli.dagster_private import reconstructable_job
     from ehrxqa_pipeline.config import Settings
@@ -41,11 +40,9 @@ def ui_run(home: Path, source: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--home", required=True)
-    p.add_argument("--source", required=True)
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
-    result = ui_run(Path(args.home), Path(args.source))
+    result = ui_run()
     print(json.dumps(result, indent=2), flush=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     return 0 if result["success"] else 1
