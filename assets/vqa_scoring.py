@@ -22,14 +22,15 @@ from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.ehr_db import DB_KEYS, database_dir
 from assets.ehrxqa import QUESTION_KEYS as EHRXQA_QUESTION_KEYS
 from assets.ingest import ingest_key
-from assets.metadata import table_metadata, table_result
+from assets.metadata import code_version, content_digest, table_metadata, table_result
 from assets.mimic_cxr_vqa import QUESTION_KEYS as VQA_QUESTION_KEYS
 from assets.mimic_cxr_vqa import read_sides
 from assets.paraphrase import POOLS_KEY
 from assets.splits import SPLIT_KEYS
 from ehrxqa_pipeline import names
-from ehrxqa_pipeline.atomic import write_text
+from ehrxqa_pipeline.atomic import replacing, write_text
 from ehrxqa_pipeline.contracts import load_contract
+from ehrxqa_pipeline.hashing import combine
 from ehrxqa_pipeline.release.plots import markdown_image
 from ehrxqa_pipeline.sources.images import images_dir
 from ehrxqa_pipeline.vqa.predictions import (BACKBONE_CONTRACT, BACKBONE_SCHEMA, IMAGES_CONTRACT, IMAGES_SCHEMA,
@@ -40,6 +41,7 @@ from ehrxqa_pipeline.warehouse import replace_partition, replace_tables, transac
 from resources import PipelineConfig, VqaDevice, Warehouse
 from resources.vqa_pipes import worker_launch
 
+TRAINING_SET_KEY = dg.AssetKey([names.VQA_SCORING, "training_set"])
 MODEL_KEY = dg.AssetKey([names.VQA_SCORING, "reference_model"])
 PREDICTIONS_KEY = dg.AssetKey([names.VQA_SCORING, "predictions"])
 SCORES_KEY = dg.AssetKey([names.VQA_SCORING, "scores"])
@@ -115,6 +117,10 @@ def _files_root(settings):
     return images_dir(settings.layout())
 
 
+def _training_set_path(settings):
+    return settings.home / "models" / "training_set.duckdb"
+
+
 def _model_path(settings):
     return settings.home / "models" / "reference_model.pt"
 
@@ -129,8 +135,33 @@ def _gold_files(settings):
             settings.home / "answer_sheets" / "gold" / "tb_cxr_plus.db")
 
 
+@dg.asset(key=TRAINING_SET_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"duckdb"}, owners=OWNERS,
+          deps=TRAIN_WORKSPACE, automation_condition=ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+          description="Grain: one DuckDB file (EHRXQA_HOME/models/training_set.duckdb) with what the reference model "
+                      "trains on, under the warehouse's table names: splits.images (the silver split), "
+                      "cxr_labels.pairs, cxr_labels.silver and the ingest.silver_bbox rows of those images "
+                      "(vqa.workspace.snapshot). Copied out so that training holds no warehouse lock: `ehrxqa "
+                      "build` runs it beside the EHRXQA steps. Its data version is its content's, so an edit that "
+                      "leaves the training data as it was retrains nothing. Source: splits.silver, "
+                      "cxr_labels.pairs, cxr_labels.silver, ingest.silver_bbox.")
+def training_set(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
+                 warehouse: Warehouse) -> dg.MaterializeResult:
+    path = _training_set_path(pipeline_config.settings())
+    with replacing(path) as tmp:
+        with warehouse.connect() as con:
+            work = train_workspace(con, tmp)
+        tables = [r[0] for r in work.execute(
+            "SELECT schema_name || '.' || table_name FROM duckdb_tables() ORDER BY 1").fetchall()]
+        rows = {t: work.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+        digest = content_digest(work, tables)
+        work.close()
+    return dg.MaterializeResult(data_version=dg.DataVersion(combine(code_version(context), digest)), metadata={
+        "path": dg.MetadataValue.path(str(path)), "dagster/row_count": rows["splits.images"],
+        "rows": dg.MetadataValue.json(rows)})
+
+
 @dg.asset(key=MODEL_KEY, group_name=names.VQA_SCORING, code_version="2", kinds={"pytorch"}, owners=OWNERS,
-          deps=TRAIN_WORKSPACE, check_specs=[dg.AssetCheckSpec(LEARNED_CHECK, asset=MODEL_KEY, description=(
+          deps=[TRAINING_SET_KEY], check_specs=[dg.AssetCheckSpec(LEARNED_CHECK, asset=MODEL_KEY, description=(
               "The kept epoch's valid macro AUROC is above 0.5, the untrained model's (its prior alone); a warning "
               "otherwise. Reported by the training process (cli.vqa_worker) through Dagster Pipes."))],
           automation_condition=ON_CHANGE, pool=GPU_POOL, op_tags=GPU_TAGS,
@@ -141,10 +172,10 @@ def _gold_files(settings):
                       "heads, trained on the same decoded crops (metadata `pretrained`: weights SHA-256, leakage "
                       "risk). Trained on silver-train images, best epoch by silver-valid AUROC, in its own "
                       "process (ehrxqa_pipeline.cli.vqa_worker, launched through Dagster Pipes). CUDA when present "
-                      "(bf16 autocast), else CPU. Source: splits.silver, cxr_labels.silver, cxr_labels.pairs, "
-                      "ingest.silver_bbox, the JPEGs (and EHRXQA_VQA_BACKBONE_WEIGHTS).")
+                      "(bf16 autocast), else CPU. It reads no warehouse table. Source: vqa_scoring/training_set, the "
+                      "JPEGs (and EHRXQA_VQA_BACKBONE_WEIGHTS).")
 def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelConfig, pipeline_config: PipelineConfig,
-                    warehouse: Warehouse, vqa_device: VqaDevice, vqa_pipes: dg.ResourceParam[dg.PipesClient]):
+                    vqa_device: VqaDevice, vqa_pipes: dg.ResourceParam[dg.PipesClient]):
     from ehrxqa_pipeline.vqa.train import TrainConfig
 
     settings = pipeline_config.settings()
@@ -167,11 +198,9 @@ def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelCon
     task = {"task": "train", "files_root": str(_files_root(settings)), "model": str(path),
             "config": asdict(train_config), **({"backbone": {**backbone, "model": str(probe)}} if backbone else {})}
     with _worker_files(settings, context) as tmp:
-        with warehouse.connect() as con:
-            train_workspace(con, tmp / "workspace.duckdb").close()
         # the decoded training set goes to a memory-mapped store in tmp (flat memory at MIMIC scale)
         mat, checks = _split_results(_run_worker(context, vqa_pipes, settings, {
-            **task, "workspace": str(tmp / "workspace.duckdb"), "scratch": str(tmp)}))
+            **task, "workspace": str(_training_set_path(settings)), "scratch": str(tmp)}))
     png = path.with_name("training_curves.png").read_bytes()
     yield dg.MaterializeResult(data_version=mat.data_version, metadata={
         **(mat.metadata or {}), "path": dg.MetadataValue.path(str(path)),

@@ -219,7 +219,8 @@ def test_structure_check_columns_order_values():
 READERS = {"cxr_cohort/image_downloads": "the image download list (CSV, URLs)",
            "release/images": "the per-split image lists (CSV, URLs, README.md)",
            "ehrxqa/statistics": "statistics.{md,json}", "mimic_cxr_vqa/statistics": "statistics.{md,json}",
-           "paraphrase/statistics": "statistics.{md,json}"}
+           "paraphrase/statistics": "statistics.{md,json}",
+           "vqa_scoring/training_set": "models/training_set.duckdb: copies of contracted warehouse tables"}
 
 
 def test_every_asset_writing_a_table_has_a_contract():

@@ -20,6 +20,7 @@ import pytest
 from assets.ehrxqa import CONSISTENCY_CHECKS, QUESTION_ASSETS, QUESTION_KEYS, sampling_run_config
 from ehrxqa_pipeline.cxr.splits import split_images_sql
 from ehrxqa_pipeline.cli.build import build
+from ehrxqa_pipeline.cli.instance import BUILD_TAG, PID_TAG
 from ehrxqa_pipeline.config import Settings
 from ehrxqa_pipeline.questions.neuralsql import normalise_rows, postprocess_query
 from ehrxqa_pipeline.questions.neuralsql.shapes import shape_counts
@@ -104,8 +105,12 @@ def test_the_download_list_is_what_the_build_read(built):
     assert written.equals(_download_list(settings.source_dir, settings.staging_dir))
 
 
+def _metadata_event(instance, *path):
+    return instance.get_latest_materialization_event(dg.AssetKey(list(path)))
+
+
 def _metadata(instance, *path):
-    return instance.get_latest_materialization_event(dg.AssetKey(list(path))).asset_materialization.metadata
+    return _metadata_event(instance, *path).asset_materialization.metadata
 
 
 def test_build_succeeds_with_every_check(built):
@@ -465,6 +470,13 @@ def test_vqa_scores_for_every_module(built):
     assert model["trained"].value is True and model["training_curves"].value.startswith("![training curves]")
     # trained and predicted in their own processes (vqa.worker): what they reported through Dagster Pipes arrived
     assert model["timings"].value["epochs_run"] == 2 and model["config"].value["epochs"] == 2
+    # ... in a run of its own, in a second process, while this one ran the EHRXQA side (ehrxqa_pipeline.cli.beside)
+    trained, sampled = (instance.get_run_record_by_id(_metadata_event(instance, *key).run_id)
+                        for key in (("vqa_scoring", "reference_model"), ("ehrxqa", "silver")))
+    assert trained.dagster_run.run_id != sampled.dagster_run.run_id
+    assert trained.dagster_run.tags[BUILD_TAG] == sampled.dagster_run.tags[BUILD_TAG]
+    assert trained.dagster_run.tags[PID_TAG] != str(os.getpid()) == sampled.dagster_run.tags[PID_TAG]
+    assert trained.start_time < sampled.end_time and sampled.start_time < trained.end_time
     learned = instance.get_latest_asset_check_evaluation_record(
         dg.AssetCheckKey(dg.AssetKey(["vqa_scoring", "reference_model"]), "learned"))
     check = learned.event.dagster_event.event_specific_data.metadata

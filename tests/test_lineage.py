@@ -215,9 +215,10 @@ def test_a_planted_undeclared_read_fails_the_check_and_declaring_it_passes(tmp_p
                 "JOIN kept USING (x)")])
 
 
-def test_the_reference_model_and_the_predictions_declare_what_their_workspace_reads(tmp_path):
-    """vqa.workspace.snapshot, what vqa_scoring/reference_model and /predictions read of the warehouse (the full
-    build of tests/test_pipeline.py has no JPEGs, so neither reads there), reads only their declared deps."""
+def test_the_training_set_and_the_predictions_declare_what_their_workspace_reads(tmp_path):
+    """vqa.workspace.snapshot, what vqa_scoring/training_set and /predictions read of the warehouse (the full
+    build of tests/test_pipeline.py has no JPEGs, so predictions reads nothing there), reads only their declared
+    deps."""
     from assets.vqa_scoring import predict_workspace, train_workspace
 
     con = duckdb.connect()
@@ -233,9 +234,9 @@ def test_the_reference_model_and_the_predictions_declare_what_their_workspace_re
                 "CREATE TABLE ingest.gold_bbox AS SELECT 'i1.dcm' AS image_id, 'o' AS bbox_name, "
                 "'[1, 2, 3, 4]' AS coord224"):
         con.execute(ddl)
-    reads = {"vqa_scoring/reference_model": {"splits.silver", "cxr_labels.pairs", "cxr_labels.silver"},
+    reads = {"vqa_scoring/training_set": {"splits.silver", "cxr_labels.pairs", "cxr_labels.silver"},
              "vqa_scoring/predictions": {"splits.silver", "cxr_cohort.gold", "cxr_labels.pairs", "ingest.gold_bbox"}}
-    for asset, copy in (("vqa_scoring/reference_model", lambda c: train_workspace(c)),
+    for asset, copy in (("vqa_scoring/training_set", lambda c: train_workspace(c)),
                         ("vqa_scoring/predictions", lambda c: predict_workspace(c, ["p10"]))):
         log = tmp_path / f"{asset.replace('/', '_')}.jsonl"
         step = {"run": "r", "step": asset, "partition": None, "assets": [asset], "checks": []}

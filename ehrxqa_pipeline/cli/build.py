@@ -100,6 +100,17 @@ def _stages(defs: dg.Definitions, targets: list[dg.AssetKey]) -> list[list[dg.As
     return [[k for k in targets if stage[k] == s] for s in sorted(set(stage.values()))]
 
 
+QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}  # a run's step events, not engine chatter
+
+
+def _waits_on_a_worker(graph, key: dg.AssetKey) -> bool:
+    """Whether ``key``'s step takes no warehouse and does its work in a worker process of the GPU pool."""
+    from assets.automation import DEVICE_TAG, GPU_POOL
+
+    assets_def = graph.get(key).assets_def
+    return "warehouse" not in assets_def.required_resource_keys and assets_def.op.tags.get(DEVICE_TAG) == GPU_POOL
+
+
 def _stage_config(base: dict, op_config: dict, stage: list[dg.AssetKey]) -> dict:
     """Run config of one stage: ``base`` plus the op config of the stage's assets (a run rejects config
     for ops it does not contain). An asset's op is named after its key: ehrxqa/silver -> ehrxqa__silver."""
@@ -182,15 +193,17 @@ class _Runner:
         self.results: list = []  # one per stage run (and partition), in order
         self.build_id = uuid.uuid4().hex[:12]
         self.partitions: list[str | None] = []
+        self.errors: list[str] = []  # what failed outside any run (a run beside that never began)
 
     @property
     def ok(self) -> bool:
-        return all(r.success for r in self.results)
+        return all(r.success for r in self.results) and not self.errors
 
     def summary(self, observed, seconds: float) -> BuildSummary:
         runs = ([(observed, None)] if observed is not None else []) + list(zip(self.results, self.partitions))
-        summary = BuildSummary(success=all(r.success for r, _ in runs), seconds=seconds,
-                               failures=[f for r, p in runs for f in _step_failures(r, p)], build_id=self.build_id)
+        summary = BuildSummary(success=all(r.success for r, _ in runs) and not self.errors, seconds=seconds,
+                               failures=[f for r, p in runs for f in _step_failures(r, p)] + self.errors,
+                               build_id=self.build_id)
         for result in self.results:
             for m in result.get_asset_materialization_events():
                 mat = m.materialization
@@ -210,16 +223,74 @@ class _Runner:
         from ehrxqa_pipeline.cli.dagster_private import execute
         from resources.warehouse import kept_open
 
-        quiet = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}  # step events, not engine chatter
         with kept_open():  # the run's steps, one after another in this process, share one open warehouse
             return execute(self.job, instance, stage, partition, run_tags(self.build_id),
-                           _stage_config(quiet, self.op_config, stage), self.origin)
+                           _stage_config(QUIET, self.op_config, stage), self.origin)
+
+    def _record(self, result, partition=None) -> None:
+        self.results.append(result)
+        self.partitions.append(partition if not isinstance(partition, dg.PartitionKeyRange)
+                               else f"{partition.start}...{partition.end}")
+
+    def apart(self, instance, stage: list[dg.AssetKey]) -> list[dg.AssetKey]:
+        """The assets of an unpartitioned ``stage`` that run beside the rest, in a run of their own in a second
+        process (``cli.beside``): those whose step takes no warehouse and waits on a worker process of its own
+        (the GPU pool: VQA training). Only for the code location's own definitions (the second process loads
+        them) on an instance a second process can open."""
+        if self.origin is None or self.graph.get(stage[0]).partitions_def is not None:
+            return []
+        keys = [k for k in stage if _waits_on_a_worker(self.graph, k)]
+        if keys and set(self._around(stage, keys)[0]) & set(self._around(stage, keys)[1]):
+            return []  # one step both reads and is read by them: the stage runs as one
+        if keys:
+            try:
+                instance.get_ref()
+            except Exception:  # an ephemeral (in-memory) instance
+                return []
+        return keys
+
+    def _around(self, stage: list[dg.AssetKey], apart: list[dg.AssetKey]) -> tuple[list, list, list]:
+        """The assets of ``stage`` that ``apart`` reads, those that read it, and the others; each asset with the
+        others of its step (a multi-asset runs whole)."""
+        graph = self.graph
+        whole = lambda keys: {x for k in keys for x in graph.get(k).execution_set_asset_keys}  # noqa: E731
+        above = whole(set().union(*(graph.get_ancestor_asset_keys(k) for k in apart)) & set(stage))
+        below = whole(dg.AssetSelection.assets(*apart).downstream(include_self=False).resolve(graph) & set(stage))
+        return ([k for k in stage if k in above], [k for k in stage if k in below],
+                [k for k in stage if k not in above | below | set(apart)])
+
+    def run_beside(self, instance, stage: list[dg.AssetKey], apart: list[dg.AssetKey]) -> None:
+        """``stage`` with ``apart`` in a run beside: first what of the stage they read, then they in the second
+        process while the rest runs here, then what of the stage reads them."""
+        from ehrxqa_pipeline.cli.beside import Beside
+        from ehrxqa_pipeline.cli.instance import run_tags
+
+        before, after, rest = self._around(stage, apart)
+        if before:
+            self._record(self.run(instance, before, None))
+            if not self.ok:
+                return
+        with Beside(self.job, instance, apart, run_tags(self.build_id),
+                    _stage_config(QUIET, self.op_config, apart)) as other:
+            if rest:
+                self._record(self.run(instance, rest, None))
+        if other.result is not None:
+            self._record(other.result)
+        if other.error:
+            self.errors.append(f"{', '.join(k.to_user_string() for k in apart)}: {other.error}")
+        if after and self.ok:
+            self._record(self.run(instance, after, None))
 
     def run_stages(self, instance, targets: list[dg.AssetKey], partitions: dict | None = None) -> None:
         """Every stage of ``targets`` in dependency order; partitioned stages per partition (those in
         ``partitions`` when given, else all)."""
         for stage in _stages(self.defs, targets):
             pdef = self.graph.get(stage[0]).partitions_def
+            if apart := self.apart(instance, stage):
+                self.run_beside(instance, stage, apart)
+                if not self.ok:
+                    return
+                continue
             if pdef is None:
                 keys = [None]
             elif partitions is not None:
@@ -227,9 +298,7 @@ class _Runner:
             else:
                 keys = pdef.get_partition_keys(dynamic_partitions_store=instance)
             for partition in self._runs(stage, pdef, keys, instance):
-                self.results.append(self.run(instance, stage, partition))
-                self.partitions.append(partition if not isinstance(partition, dg.PartitionKeyRange)
-                                       else f"{partition.start}...{partition.end}")
+                self._record(self.run(instance, stage, partition), partition)
             if not self.ok:
                 return  # later stages depend on this one
 

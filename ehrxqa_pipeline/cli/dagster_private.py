@@ -26,7 +26,7 @@ import os
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -78,9 +78,10 @@ def reconstructable_job(job_name: str = ASSET_JOB, working_directory: str | None
 
 def execute(job: dg.JobDefinition, instance: dg.DagsterInstance, asset_selection: Sequence[dg.AssetKey],
             partition_key: str | dg.PartitionKeyRange | None, tags: Mapping[str, str], run_config: Mapping,
-            origin: Origin | None) -> dg.ExecuteInProcessResult:
+            origin: Origin | None, on_run: Callable[[str], object] | None = None) -> dg.ExecuteInProcessResult:
     """``job.execute_in_process(asset_selection=..., partition_key=..., raise_on_error=False)``, the run
-    carrying ``origin`` (None: none, for definitions no code location holds, as in tests). A
+    carrying ``origin`` (None: none, for definitions no code location holds, as in tests); ``on_run`` is called
+    with the run's id once the run exists, before it executes (with ``origin`` only). A
     ``PartitionKeyRange``: one run of those partitions (assets with a single-run backfill policy), tagged as
     Dagster tags a backfill's run of a range (execute_in_process takes no range)."""
     from dagster._core.definitions.job_base import InMemoryJob
@@ -107,6 +108,8 @@ def execute(job: dg.JobDefinition, instance: dg.DagsterInstance, asset_selection
     run = instance.create_run_for_job(job_def=ephemeral, run_config=run_config, tags={**job.run_tags, **run_tags},
                                       asset_selection=frozenset(selection), execution_plan=plan,
                                       remote_job_origin=origin.remote, job_code_origin=origin.python)
+    if on_run is not None:
+        on_run(run.run_id)
     events = list(ExecuteRunWithPlanIterable(
         execution_plan=plan, iterator=job_execution_iterator,
         execution_context_manager=PlanOrchestrationContextManager(
