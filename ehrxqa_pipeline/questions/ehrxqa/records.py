@@ -199,22 +199,29 @@ def _check_chunk(files: DatabaseFiles, rows: list[dict], parse_store: Path | Non
         conn.close()
 
 
+def _equal_parts(rows: list, n: int) -> list[list]:
+    """``rows`` cut into ``n`` consecutive parts of equal size (within one)."""
+    return [rows[k * len(rows) // n:(k + 1) * len(rows) // n] for k in range(n)]
+
+
 PROGRESS_CHUNKS = 8  # per database and worker: how often a long check reports progress
 
 
 def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], workers: int = 1,
                  log=None, parse_store: Path | None = None) -> list[Mismatch]:
     """Mismatches of every stored item against the database it was drawn from (empty = consistent), in
-    ``workers`` processes (interleaved chunks per database); ``log(message)`` after each chunk.
+    ``workers`` processes; ``log(message)`` after each chunk. A chunk holds whole runs of one template's items
+    (a database's items by template, cut into equal parts): the items of a template share their query shapes,
+    which each process parses once (``neuralsql.parser``), so a shape is parsed in one process, not in each.
     ``parse_store``: the file of a ``ParseStore`` that the processes share (the NeuralSQL parses)."""
     _require_columns(frame, "ehrxqa.questions")
-    rows = frame.sort("split", "id").to_dicts()
+    rows = frame.sort("template_index", "split", "id").to_dicts()
     unknown = sorted({r["database"] for r in rows} - set(databases))
     if unknown:
         raise ValueError(f"ehrxqa.questions: items from databases {unknown} but no database files for them")
     chunks = max(1, workers) * (PROGRESS_CHUNKS if log else 1)
     jobs = [(files, part, parse_store) for name, files in databases.items()
-            for part in ([r for r in rows if r["database"] == name][k::chunks] for k in range(chunks)) if part]
+            for part in _equal_parts([r for r in rows if r["database"] == name], chunks) if part]
     checked = 0
 
     def done(k: int, found: list) -> None:
