@@ -26,6 +26,8 @@ def test_only_training_runs_beside_and_its_stage_splits_around_it(tmp_path):
         # steps that take the warehouse never go beside, whatever their pool
         assert runner.apart(instance, [K("vqa_scoring/predictions")]) == []
         assert runner.apart(instance, stage[:3]) == []
+        # alone, or with only what it reads: nothing to run beside it, so no second process
+        assert runner.apart(instance, stage[:4]) == [] and runner.apart(instance, stage[3:4]) == []
     # definitions that no code location holds (the tests' graphs) cannot be loaded by a second process
     other = dg.Definitions.merge(defs, dg.Definitions())
     with instance_for_test() as instance:

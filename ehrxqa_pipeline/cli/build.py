@@ -236,17 +236,20 @@ class _Runner:
         """The assets of an unpartitioned ``stage`` that run beside the rest, in a run of their own in a second
         process (``cli.beside``): those whose step takes no warehouse and waits on a worker process of its own
         (the GPU pool: VQA training). Only for the code location's own definitions (the second process loads
-        them) on an instance a second process can open."""
+        them) on an instance a second process can open, and only when something else of the stage runs beside
+        them."""
         if self.origin is None or self.graph.get(stage[0]).partitions_def is not None:
             return []
         keys = [k for k in stage if _waits_on_a_worker(self.graph, k)]
-        if keys and set(self._around(stage, keys)[0]) & set(self._around(stage, keys)[1]):
-            return []  # one step both reads and is read by them: the stage runs as one
-        if keys:
-            try:
-                instance.get_ref()
-            except Exception:  # an ephemeral (in-memory) instance
-                return []
+        if not keys:
+            return []
+        before, after, rest = self._around(stage, keys)
+        if not rest or set(before) & set(after):
+            return []  # nothing would run beside them, or one step both reads and is read by them: one run here
+        try:
+            instance.get_ref()
+        except Exception:  # an ephemeral (in-memory) instance
+            return []
         return keys
 
     def _around(self, stage: list[dg.AssetKey], apart: list[dg.AssetKey]) -> tuple[list, list, list]:
