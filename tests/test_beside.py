@@ -19,19 +19,19 @@ def test_only_training_runs_beside_and_its_stage_splits_around_it(tmp_path):
                             "vqa_scoring/reference_model", "ehrxqa/silver", "ehr_db/silver")]
     with instance_for_test(str(tmp_path)) as instance:
         runner = _Runner(defs, defs.resolve_implicit_global_asset_job_def(), {})
-        assert runner.apart(instance, stage) == [K("vqa_scoring/reference_model")]
-        before, after, rest = runner._around(stage, [K("vqa_scoring/reference_model")])
-        assert before == [K("splits/silver"), K("cxr_labels/silver"), K("vqa_scoring/training_set")]
-        assert after == [] and rest == [K("ehrxqa/silver"), K("ehr_db/silver")]
+        split = runner.split_beside(instance, stage)
+        assert split.apart == [K("vqa_scoring/reference_model")]
+        assert split.before == [K("splits/silver"), K("cxr_labels/silver"), K("vqa_scoring/training_set")]
+        assert split.after == [] and split.rest == [K("ehrxqa/silver"), K("ehr_db/silver")]
         # steps that take the warehouse never go beside, whatever their pool
-        assert runner.apart(instance, [K("vqa_scoring/predictions")]) == []
-        assert runner.apart(instance, stage[:3]) == []
+        assert runner.split_beside(instance, [K("vqa_scoring/predictions")]) is None
+        assert runner.split_beside(instance, stage[:3]) is None
         # alone, or with only what it reads: nothing to run beside it, so no second process
-        assert runner.apart(instance, stage[:4]) == [] and runner.apart(instance, stage[3:4]) == []
+        assert runner.split_beside(instance, stage[:4]) is None and runner.split_beside(instance, stage[3:4]) is None
     # definitions that no code location holds (the tests' graphs) cannot be loaded by a second process
     other = dg.Definitions.merge(defs, dg.Definitions())
     with instance_for_test() as instance:
-        assert _Runner(other, other.resolve_implicit_global_asset_job_def(), {}).apart(instance, stage) == []
+        assert _Runner(other, other.resolve_implicit_global_asset_job_def(), {}).split_beside(instance, stage) is None
     assert graph.get(K("vqa_scoring/reference_model")).parent_keys == {K("vqa_scoring/training_set")}
 
 

@@ -86,7 +86,7 @@ def main(request_path: str) -> int:
     job = defs.resolve_implicit_global_asset_job_def()
     tags = {**request["tags"], PID_TAG: str(os.getpid())}
     run_id_file = Path(request["run_id_file"])  # written as soon as the run exists: were this process killed
-    # mid-run, the build still names the run (marked failed by the next build's recovery)
+    # mid-run, the build still finds the run, marks it failed and names it (``Beside.__exit__``)
     with dg.DagsterInstance.from_ref(dg.deserialize_value(request["instance_ref"])) as instance:
         result = execute(job, instance, keys, None, tags, request["run_config"], job_origin(),
                          on_run=run_id_file.write_text)

@@ -111,6 +111,16 @@ def _waits_on_a_worker(graph, key: dg.AssetKey) -> bool:
     return "warehouse" not in assets_def.required_resource_keys and assets_def.op.tags.get(DEVICE_TAG) == GPU_POOL
 
 
+@dataclass
+class _Beside:
+    """A stage split around the assets that run beside the rest (``_Runner.split_beside``)."""
+
+    before: list[dg.AssetKey]  # what of the stage they read
+    apart: list[dg.AssetKey]  # they, in a run of their own in a second process
+    rest: list[dg.AssetKey]  # meanwhile here
+    after: list[dg.AssetKey]  # what of the stage reads them
+
+
 def _stage_config(base: dict, op_config: dict, stage: list[dg.AssetKey]) -> dict:
     """Run config of one stage: ``base`` plus the op config of the stage's assets (a run rejects config
     for ops it does not contain). An asset's op is named after its key: ehrxqa/silver -> ehrxqa__silver."""
@@ -232,65 +242,60 @@ class _Runner:
         self.partitions.append(partition if not isinstance(partition, dg.PartitionKeyRange)
                                else f"{partition.start}...{partition.end}")
 
-    def apart(self, instance, stage: list[dg.AssetKey]) -> list[dg.AssetKey]:
-        """The assets of an unpartitioned ``stage`` that run beside the rest, in a run of their own in a second
-        process (``cli.beside``): those whose step takes no warehouse and waits on a worker process of its own
-        (the GPU pool: VQA training). Only for the code location's own definitions (the second process loads
-        them) on an instance a second process can open, and only when something else of the stage runs beside
-        them."""
+    def split_beside(self, instance, stage: list[dg.AssetKey]) -> _Beside | None:
+        """An unpartitioned ``stage`` split around the assets that run beside the rest, in a run of their own in a
+        second process (``cli.beside``): those whose step takes no warehouse and waits on a worker process of its
+        own (the GPU pool: VQA training). None (the stage runs as one run here) unless the definitions are the
+        code location's own (the second process loads them), the instance is one a second process can open, and
+        something else of the stage runs beside them."""
         if self.origin is None or self.graph.get(stage[0]).partitions_def is not None:
-            return []
-        keys = [k for k in stage if _waits_on_a_worker(self.graph, k)]
-        if not keys:
-            return []
-        before, after, rest = self._around(stage, keys)
-        if not rest or set(before) & set(after):
-            return []  # nothing would run beside them, or one step both reads and is read by them: one run here
-        try:
-            instance.get_ref()
-        except Exception:  # an ephemeral (in-memory) instance
-            return []
-        return keys
-
-    def _around(self, stage: list[dg.AssetKey], apart: list[dg.AssetKey]) -> tuple[list, list, list]:
-        """The assets of ``stage`` that ``apart`` reads, those that read it, and the others; each asset with the
-        others of its step (a multi-asset runs whole)."""
+            return None
+        apart = [k for k in stage if _waits_on_a_worker(self.graph, k)]
+        if not apart:
+            return None
         graph = self.graph
         whole = lambda keys: {x for k in keys for x in graph.get(k).execution_set_asset_keys}  # noqa: E731
         above = whole(set().union(*(graph.get_ancestor_asset_keys(k) for k in apart)) & set(stage))
         below = whole(dg.AssetSelection.assets(*apart).downstream(include_self=False).resolve(graph) & set(stage))
-        return ([k for k in stage if k in above], [k for k in stage if k in below],
-                [k for k in stage if k not in above | below | set(apart)])
+        split = _Beside(before=[k for k in stage if k in above], apart=apart,
+                        rest=[k for k in stage if k not in above | below | set(apart)],
+                        after=[k for k in stage if k in below])
+        if not split.rest or above & below:
+            return None  # nothing would run beside them, or one step both reads and is read by them: one run here
+        try:
+            instance.get_ref()
+        except Exception:  # an ephemeral (in-memory) instance
+            return None
+        return split
 
-    def run_beside(self, instance, stage: list[dg.AssetKey], apart: list[dg.AssetKey]) -> None:
-        """``stage`` with ``apart`` in a run beside: first what of the stage they read, then they in the second
-        process while the rest runs here, then what of the stage reads them."""
+    def run_beside(self, instance, split: _Beside) -> None:
+        """First what of the stage ``split.apart`` reads (each asset with the others of its step: a multi-asset
+        runs whole), then they in the second process while the rest runs here, then what of the stage reads
+        them."""
         from ehrxqa_pipeline.cli.beside import Beside
         from ehrxqa_pipeline.cli.instance import run_tags
 
-        before, after, rest = self._around(stage, apart)
-        if before:
-            self._record(self.run(instance, before, None))
+        if split.before:
+            self._record(self.run(instance, split.before, None))
             if not self.ok:
                 return
-        with Beside(self.job, instance, apart, run_tags(self.build_id),
-                    _stage_config(QUIET, self.op_config, apart)) as other:
-            if rest:
-                self._record(self.run(instance, rest, None))
+        with Beside(self.job, instance, split.apart, run_tags(self.build_id),
+                    _stage_config(QUIET, self.op_config, split.apart)) as other:
+            self._record(self.run(instance, split.rest, None))
         if other.result is not None:
             self._record(other.result)
         if other.error:
-            self.errors.append(f"{', '.join(k.to_user_string() for k in apart)}: {other.error}")
-        if after and self.ok:
-            self._record(self.run(instance, after, None))
+            self.errors.append(f"{', '.join(k.to_user_string() for k in split.apart)}: {other.error}")
+        if split.after and self.ok:
+            self._record(self.run(instance, split.after, None))
 
     def run_stages(self, instance, targets: list[dg.AssetKey], partitions: dict | None = None) -> None:
         """Every stage of ``targets`` in dependency order; partitioned stages per partition (those in
         ``partitions`` when given, else all)."""
         for stage in _stages(self.defs, targets):
             pdef = self.graph.get(stage[0]).partitions_def
-            if apart := self.apart(instance, stage):
-                self.run_beside(instance, stage, apart)
+            if split := self.split_beside(instance, stage):
+                self.run_beside(instance, split)
                 if not self.ok:
                     return
                 continue
