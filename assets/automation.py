@@ -34,6 +34,8 @@ class UpstreamCurrent(dg.AutomationCondition):
     def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
         from assets.freshness import stale_assets
 
+        if context.candidate_subset.is_empty:  # ON_CHANGE, before it in RELEASE_ON_CHANGE, is false: no freshness pass
+            return dg.AutomationResult(context, context.candidate_subset)
         graph, instance = context.asset_graph, context.asset_graph_view.instance
         tick = (id(graph), id(instance), context.evaluation_time)  # one freshness pass per evaluation
         if _STALE.get("tick") != tick:

@@ -124,7 +124,7 @@ def cascade(instance, settings, cursor, graph_defs=TEST_DEFS, *, code_location: 
 
 
 def _ticks(instance, cursor, graph_defs):
-    ticks, changed_all, changed, waiting = [], set(), None, set()
+    ticks, changed_all, changed, waiting, after = [], set(), None, set(), None
     for _ in range(30):
         result = dg.evaluate_automation_conditions(defs=graph_defs, instance=instance, cursor=cursor)
         cursor, due = result.cursor, requested(result)
@@ -137,7 +137,7 @@ def _ticks(instance, cursor, graph_defs):
             assert not waiting and out_of_date(graph_defs, instance) == {}, (waiting, out_of_date(graph_defs, instance))
             return ticks, changed_all, cursor
         ticks.append(due)
-        before = data_versions(instance)
+        before = after if after is not None else data_versions(instance)  # nothing ran since the last tick's
         summary = materialize([K.from_user_string(k) for k in due], instance, defs=graph_defs, run_config=SMALL_EHRXQA)
         assert summary.success, summary.failures
         after = data_versions(instance)
