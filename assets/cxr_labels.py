@@ -19,6 +19,14 @@ from resources import PipelineConfig, Warehouse
 ONTOLOGY_KEY = dg.AssetKey([names.CXR_LABELS, "ontology"])
 LABEL_KEYS = {"silver": dg.AssetKey([names.CXR_LABELS, "silver"]), "gold": dg.AssetKey([names.CXR_LABELS, "gold"])}
 GOLD_LATER_KEY = dg.AssetKey([names.CXR_LABELS, "gold_later"])
+
+
+def images_key(labels_key: dg.AssetKey) -> dg.AssetKey:
+    """The asset of a label set's image list (``cxr_labels.<set>_images``): which images have labels, written by
+    the label step beside the labels, with a data version of its own: a label edit that keeps the list leaves
+    what reads only the list (the databases' TB_CXR) as it is (issue 23)."""
+    return dg.AssetKey([*labels_key.path[:-1], f"{labels_key.path[-1]}_images"])
+
 PAPER_PAIRS = 563  # possible (object, attribute) pairs the paper reports for 36 objects x 68 attributes
 COMMON = dict(group_name=names.CXR_LABELS, automation_condition=ON_CHANGE, owners=["team:ehrxqa"],
               kinds={"duckdb"})
@@ -64,19 +72,25 @@ def ontology(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig,
 def _label_asset(name: str, cohort_key: dg.AssetKey, relations: str, images_sql: str, images: str, source: str
                  ) -> dg.AssetsDefinition:
     key, out = dg.AssetKey([names.CXR_LABELS, name]), f"{names.CXR_LABELS}.{name}"
+    image_list = images_key(key)
     checks = [dg.AssetCheckSpec(check, asset=key, blocking=True, description=text) for check, text in (
         ("closure", "An affirmed pair implies every ancestor pair (objects and attributes) affirmed."),
         ("in_pool", "No affirmed pair outside the possible-pair pool."),
         ("one_row_per_image_pair", "The dense view has exactly one row per image x possible pair."))]
+    deps = [cohort_key, ONTOLOGY_KEY, ingest_key(relations)]
+    specs = [dg.AssetSpec(key, deps=deps, code_version="1", **COMMON,
+                          description=f"Grain: one row per {images} x affirmed (object, attribute); every other "
+                                      f"image x possible pair is negative (dense view: cxr_labels.{name} x pairs, "
+                                      f"relation 0/1). Last sentence wins, affirmed labels propagate to ancestors, "
+                                      f"impossible pairs and removed labels dropped. Source: {source}; refused rows "
+                                      f"in cxr_labels.{name}_rejected; the pair pool in cxr_labels.{name}_pairs."),
+             dg.AssetSpec(image_list, deps=deps, code_version="1", **COMMON,
+                          description=f"Grain: one row per {images} with at least one relation row: which images "
+                                      f"have labels (cxr_labels.{name}_images), not the labels; written with "
+                                      f"cxr_labels/{name}. Source: {source}.")]
 
-    @dg.asset(key=key, code_version="1", deps=[cohort_key, ONTOLOGY_KEY, ingest_key(relations)],
-              pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, check_specs=checks,
-              description=f"Grain: one row per {images} x affirmed (object, attribute); every other "
-                          f"image x possible pair is negative (dense view: cxr_labels.{name} x pairs, "
-                          f"relation 0/1). Last sentence wins, affirmed labels propagate to ancestors, "
-                          f"impossible pairs and removed labels dropped. Source: {source}; refused rows in "
-                          f"cxr_labels.{name}_rejected.",
-              **COMMON)
+    @dg.multi_asset(name=f"{names.CXR_LABELS}__{name}", specs=specs, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
+                    check_specs=checks)
     def _asset(context: dg.AssetExecutionContext, warehouse: Warehouse):
         with warehouse.connect() as con:
             onto = read_ontology(con, names.CXR_LABELS)
@@ -88,9 +102,11 @@ def _label_asset(name: str, cohort_key: dg.AssetKey, relations: str, images_sql:
             outcomes = {"closure": labels_checks.check_closure(con, out, onto),
                         "in_pool": labels_checks.check_in_pool(con, out, onto),
                         "one_row_per_image_pair": labels_checks.check_dense_unique(con, out)}
-            materialized = table_result(context, con, out, tables=[f"{out}_images", f"{out}_pairs", f"{out}_rejected"],
+            materialized = table_result(context, con, out, tables=[f"{out}_pairs", f"{out}_rejected"], asset_key=key,
                                         metadata={**result.metadata(), "possible_pairs": onto.n_pairs})
+            listed = table_result(context, con, f"{out}_images", asset_key=image_list)
         yield materialized
+        yield listed
         for check, (passed, details) in outcomes.items():
             yield dg.AssetCheckResult(check_name=check, passed=bool(passed),
                                       metadata={"details": dg.MetadataValue.json(details)})

@@ -13,7 +13,7 @@ from pydantic import Field
 from assets.automation import (DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE, RELEASE_ON_CHANGE, WITH_ITS_ASSET,
                                with_its_asset_only)
 from assets.metadata import records_metadata, table_metadata
-from assets.ehr_db import DB_KEYS, database_dir
+from assets.ehr_db import ANSWER_KEYS, DB_KEYS, answer_sheet_dir, database_dir
 from assets.paraphrase import POOLS_KEY
 from ehrxqa_pipeline import atomic, names
 from ehrxqa_pipeline.contracts import load_contract
@@ -80,7 +80,7 @@ def sampling_run_config(**fields) -> dict:
 def _databases(settings) -> dict[str, DatabaseFiles]:
     """The exported silver and gold databases, each with its answer sheet."""
     return {which: DatabaseFiles(database_dir(settings, which) / "mimic_iv_cxr.db",
-                                 settings.home / "answer_sheets" / which / "tb_cxr_plus.db") for which in DATABASES}
+                                 answer_sheet_dir(settings, which) / "tb_cxr_plus.db") for which in DATABASES}
 
 
 def _workers(requested: int, items: int) -> int:
@@ -142,7 +142,7 @@ def _questions_asset(which: str) -> dg.AssetsDefinition:
         "up to 10 distinct questions for test"
 
     @dg.asset(key=key, group_name=names.EHRXQA, code_version="4", kinds={"duckdb", "sqlite"},
-              deps=[DB_KEYS[which], CATALOG_KEY],
+              deps=[DB_KEYS[which], ANSWER_KEYS[which], CATALOG_KEY],
               description=f"Grain: one row per sampled EHRXQA item of the {SPLIT_WORDS[which]} split"
                           f"{'s' if which == 'silver' else ''} (split, id, template, question, gold SQL, NeuralSQL, "
                           f"answer, record fields), from the {which} database: per template {cap} (run config "
@@ -150,7 +150,8 @@ def _questions_asset(which: str) -> dg.AssetsDefinition:
                           "answer. Every template and database draws from its own generators, so one side is "
                           "sampled without the other. Per-template outcome (draws, kept, why fewer): "
                           f"ehrxqa.{which}_sampling_report; the caps it ran with: ehrxqa.{which}_sampling_config. "
-                          f"Source: ehr_db/{which} (the exported SQLite file and answer sheet), ehrxqa/catalog.",
+                          f"Source: ehr_db/{which} (the exported SQLite file), ehr_db/{which}_answers (its answer sheet), "
+                          "ehrxqa/catalog.",
               **COMMON)
     def _asset(context: dg.AssetExecutionContext, config: EhrxqaSamplingConfig, pipeline_config: PipelineConfig,
                warehouse: Warehouse) -> dg.MaterializeResult:

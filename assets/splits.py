@@ -7,7 +7,7 @@ import dagster as dg
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE, WITH_ITS_ASSET
 from assets.metadata import table_result
 from assets.cxr_cohort import GOLD_KEY, SILVER_KEY
-from assets.cxr_labels import LABEL_KEYS
+from assets.cxr_labels import LABEL_KEYS, images_key
 from assets.ingest import ingest_key
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.cxr.splits import SIDES, build_splits, patients_in_several_splits
@@ -26,7 +26,8 @@ def _split_asset(side: str) -> dg.AssetsDefinition:
     key = SPLIT_KEYS[side]
 
     @dg.asset(key=key, group_name=names.SPLITS, code_version="3", automation_condition=ON_CHANGE,
-              deps=[COHORT_KEYS[side], LABEL_KEYS[side], ingest_key("patients"), *BOXES[side]],
+              deps=[COHORT_KEYS[side], LABEL_KEYS[side], images_key(LABEL_KEYS[side]), ingest_key("patients"),
+                    *BOXES[side]],
               pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"], kinds={"duckdb"},
               check_specs=[dg.AssetCheckSpec("patient_disjoint", asset=key, blocking=True,
                                              description="No patient has images in two splits of this side.")],

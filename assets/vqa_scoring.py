@@ -19,7 +19,7 @@ from assets.contract_checks import contract_check_result, contract_check_spec
 from assets.cxr_cohort import GOLD_KEY as GOLD_COHORT_KEY
 from assets.cxr_cohort import IMAGE_PARTITIONS
 from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
-from assets.ehr_db import DB_KEYS, database_dir
+from assets.ehr_db import ANSWER_KEYS, DB_KEYS, answer_sheet_dir, database_dir
 from assets.ehrxqa import QUESTION_KEYS as EHRXQA_QUESTION_KEYS
 from assets.ingest import ingest_key
 from assets.metadata import code_version, content_digest, table_metadata, table_result
@@ -132,7 +132,7 @@ def _probe_path(settings):
 
 def _gold_files(settings):
     return (database_dir(settings, "gold") / "mimic_iv_cxr.db",
-            settings.home / "answer_sheets" / "gold" / "tb_cxr_plus.db")
+            answer_sheet_dir(settings, "gold") / "tb_cxr_plus.db")
 
 
 @dg.asset(key=TRAINING_SET_KEY, group_name=names.VQA_SCORING, code_version="1", kinds={"duckdb"}, owners=OWNERS,
@@ -334,7 +334,8 @@ def _load_predictions(con, prefix: str = "predicted_") -> Predictions | None:
 
 @dg.asset(key=SCORES_KEY, group_name=names.VQA_SCORING, code_version="3", kinds={"duckdb", "json"}, owners=OWNERS,
           deps=[PREDICTIONS_KEY, *VQA_QUESTION_KEYS.values(), EHRXQA_QUESTION_KEYS["gold"], *SPLIT_KEYS.values(),
-                ONTOLOGY_KEY, LABEL_KEYS["silver"], LABEL_KEYS["gold"], POOLS_KEY, DB_KEYS["gold"]],
+                ONTOLOGY_KEY, LABEL_KEYS["silver"], LABEL_KEYS["gold"], POOLS_KEY, DB_KEYS["gold"],
+                ANSWER_KEYS["gold"]],
           automation_condition=RELEASE_ON_CHANGE, pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS,
           description="Grain: one row per (VQA module, metric): MIMIC-CXR-VQA test accuracy and micro F1 (overall, "
                       "per content type), relative AUROC vs the reference model (E.1.3), EHRXQA execution accuracy "

@@ -67,7 +67,8 @@ def test_the_catalog_is_the_data_contracts():
     assert table_assets("cxr_labels.silver_pairs", tables, assets) == ("cxr_labels/silver",)
     assert table_assets("cxr_labels.ontology_object_closure", tables, assets) == ("cxr_labels/ontology",)
     assert table_assets("ehr_gold.patients", tables, assets) == ("ehr_db/gold",)
-    assert table_assets("ehr_silver_answers.tb_cxr_plus", tables, assets) == ("ehr_db/silver",)
+    assert table_assets("ehr_silver_answers.tb_cxr_plus", tables, assets) == ("ehr_db/silver_answers",)
+    assert table_assets("cxr_labels.gold_images", tables, assets) == ("cxr_labels/gold_images",)
     assert table_assets("ehr_gold_build.patients_rejected", tables, assets) == ("ehr_db/gold",)
     assert table_assets("cxr_cohort.funnel", tables, assets) == ("cxr_cohort/silver", "cxr_cohort/gold")
     assert table_assets("demo.a_rejected", tables, assets) == ("demo/a",)  # a graph without contracts

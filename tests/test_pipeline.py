@@ -179,7 +179,8 @@ def test_silver_label_edit_rebuilds_the_silver_side_only(built):
     downstream = descendants(K(["sources", "silver_relations"]))
     assert GOLD_LATER_READERS <= downstream and not (NEVER_ON_SILVER - GOLD_LATER_READERS) & downstream
     # the image selection and the gold labels, split and questions do not read it at all
-    assert "cxr_labels/gold_later" in rerun and "cxr_labels/gold_later" not in changed
+    assert {"cxr_labels/gold_later", "cxr_labels/gold_later_images"} <= rerun
+    assert not {"cxr_labels/gold_later", "cxr_labels/gold_later_images"} & changed
 
 
 def test_ehr_table_edit_rebuilds_the_databases_and_ehrxqa_only(built):
@@ -202,38 +203,44 @@ def test_the_edited_release_equals_a_fresh_build(built, tmp_path_factory):
 
 
 OBSERVED = {"sources/" + k.path[-1] for k in GRAPH.observable_asset_keys}
-# A gold label edit: what re-runs always (the edited file's readers and the gold side they feed) ...
-GOLD_SIDE = {"ingest/gold_relations", "cxr_cohort/gold_studies", "cxr_labels/gold", "splits/gold",
-             "mimic_cxr_vqa/gold", "ehr_db/gold"}
+# A gold label edit: what re-runs always (the edited file's readers and the gold side they feed: the answer sheet,
+# not the database, which reads which images are labelled, not their labels) ...
+GOLD_SIDE = {"ingest/gold_relations", "cxr_cohort/gold_studies", "cxr_labels/gold", "cxr_labels/gold_images",
+             "splits/gold", "mimic_cxr_vqa/gold", "ehr_db/gold_answers"}
 # ... what re-runs when the step above it changed its content (the sample may or may not change) ...
 GOLD_MAY = {"ehrxqa/gold", "mimic_cxr_vqa/statistics", "ehrxqa/statistics", "vqa_scoring/scores",
             "release/ehrxqa/gold"}
 # (the release files that are not one side's)
 RELEASE = {"release/mimic_cxr_vqa", "release/statistics", "release/plots", "release/datasheet", "release/croissant",
            "release/manifest", "release/images", "release/hf"}
-# ... and what never does, though downstream of the gold file: the image selection, the silver side, training
+# ... and what never does, though downstream of the gold file: the image selection, the silver side, training, and
+# the gold database (the edited image keeps labels: cxr_labels/gold_images re-ran unchanged)
 NEVER_ON_GOLD = {"cxr_cohort/image_rules", "cxr_cohort/image_integrity", "cxr_cohort/image_downloads",
                  "cxr_cohort/silver", "cxr_cohort/gold", "splits/silver", "mimic_cxr_vqa/silver", "ehr_db/silver",
+                 "ehr_db/silver_answers", "ehr_db/gold",
                  "ehrxqa/silver", "release/ehrxqa/silver", "vqa_scoring/training_set", "vqa_scoring/reference_model",
                  "vqa_scoring/predictions"}
 
 
 # A silver label edit: always the silver side (gold_later re-runs too, unchanged unless a gold patient's later
 # study was edited) and the training copy; training only when that copy changed ...
-SILVER_SIDE = {"ingest/silver_relations", "cxr_labels/silver", "cxr_labels/gold_later", "splits/silver",
-               "mimic_cxr_vqa/silver", "ehr_db/silver", "vqa_scoring/training_set"}
-SILVER_MAY = {"ehrxqa/silver", "vqa_scoring/reference_model", "vqa_scoring/predictions", "mimic_cxr_vqa/statistics", "ehrxqa/statistics",
+SILVER_SIDE = {"ingest/silver_relations", "cxr_labels/silver", "cxr_labels/silver_images", "cxr_labels/gold_later",
+               "cxr_labels/gold_later_images", "splits/silver", "mimic_cxr_vqa/silver", "ehr_db/silver_answers",
+               "vqa_scoring/training_set"}
+SILVER_MAY = {"ehr_db/silver", "ehrxqa/silver", "vqa_scoring/reference_model", "vqa_scoring/predictions", "mimic_cxr_vqa/statistics", "ehrxqa/statistics",
               "vqa_scoring/scores", "release/ehrxqa/silver"}
 NEVER_ON_SILVER = {"cxr_cohort/image_rules", "cxr_cohort/silver", "cxr_cohort/gold", "cxr_labels/gold",
-                   "splits/gold", "mimic_cxr_vqa/gold", "ehr_db/gold", "ehrxqa/gold", "release/ehrxqa/gold"}
+                   "cxr_labels/gold_images", "splits/gold", "mimic_cxr_vqa/gold", "ehr_db/gold", "ehr_db/gold_answers",
+                   "ehrxqa/gold", "release/ehrxqa/gold"}
 # of those, what reads the silver file through the gold patients' later studies (cxr_labels/gold_later)
-GOLD_LATER_READERS = {"ehr_db/gold", "ehrxqa/gold", "release/ehrxqa/gold"}
+GOLD_LATER_READERS = {"ehr_db/gold", "ehr_db/gold_answers", "ehrxqa/gold", "release/ehrxqa/gold"}
 # An EHR table edit: the databases, then EHRXQA; never the image side
 EHR_SIDE = {"ingest/d_labitems", "ehr_db/silver", "ehr_db/gold"}
-EHR_MAY = {"ehrxqa/silver", "ehrxqa/gold", "ehrxqa/statistics", "vqa_scoring/scores", "release/ehrxqa/silver",
+EHR_MAY = {"ehr_db/silver_answers", "ehr_db/gold_answers", "ehrxqa/silver", "ehrxqa/gold", "ehrxqa/statistics", "vqa_scoring/scores", "release/ehrxqa/silver",
            "release/ehrxqa/gold"}
 IMAGE_SIDE = {"cxr_cohort/gold_studies", "cxr_cohort/image_rules", "cxr_cohort/image_integrity", "cxr_cohort/silver",
               "cxr_cohort/gold", "cxr_labels/ontology", "cxr_labels/silver", "cxr_labels/gold", "cxr_labels/gold_later",
+              "cxr_labels/silver_images", "cxr_labels/gold_images", "cxr_labels/gold_later_images",
               "splits/silver", "splits/gold", "mimic_cxr_vqa/silver", "mimic_cxr_vqa/gold", "mimic_cxr_vqa/vocabulary",
               "vqa_scoring/training_set", "vqa_scoring/reference_model", "vqa_scoring/predictions"}
 

@@ -1,19 +1,23 @@
 """Build one integrated database (silver or gold) in the warehouse.
 
-``build_database(con, which, config, seed)`` reads the ingested MIMIC-IV tables, the CXR cohort,
-labels and splits of the same DuckDB warehouse and writes
+``build_database(con, which, config, seed)`` reads the ingested MIMIC-IV tables, the CXR cohort, the
+label sets' image lists (which images are labelled, not their labels) and splits of the same DuckDB
+warehouse and writes
 
 * ``ehr_<which>``: the 17 MIMIC-IV-derived tables + TB_CXR (the user-facing database, ``ddl.TABLES``);
-* ``ehr_<which>_answers.tb_cxr_plus``: the answer sheet, kept apart from the user-facing database;
 * ``ehr_<which>_build``: the work tables (``_images``, ``_admissions``, ``_candidates``, ``_sampled``,
-  ``_offsets``, ``_links``, labels, prices) and every table's dropped rows with their reason
+  ``_offsets``, ``_links``, ``_label_images``, prices) and every table's dropped rows with their reason
   (``<table>_rejected``).
 
+``build_answer_sheet(con, which)`` then writes ``ehr_<which>_answers.tb_cxr_plus``, the answer sheet, kept
+apart from the user-facing database: TB_CXR x the possible pairs with the labels of ``cxr_labels``. Two
+steps, so that a label edit rebuilds the answer sheet and leaves the database as it is (issue 23).
+
 Steps: image set and cohort rules (``cohort``), patient draw, per-patient offsets (``timeshift``), the
-study -> admission link and the answer-sheet labels (``tb_cxr``), the price list (``cost``), then every
+study -> admission link and which images are labelled (``tb_cxr``), the price list (``cost``), then every
 table in parent-first order (``tables``, ``stage.materialize``). The tables are written to a staging schema
-and copied into ``ehr_<which>`` / ``ehr_<which>_answers`` in one transaction at the end, so a failed build
-leaves the previous database intact. Each random step has its own generator (``rng.generator(seed,
+and copied into ``ehr_<which>`` (the answer sheet: ``ehr_<which>_answers``) in one transaction at the end, so
+a failed build leaves the previous database intact. Each random step has its own generator (``rng.generator(seed,
 "ehr_db.<which>.<step>")``): the same warehouse, config and seed give identical table contents.
 """
 
@@ -29,7 +33,8 @@ from ehrxqa_pipeline.ehr.config import DbConfig, schemas
 from ehrxqa_pipeline.ehr.cost import build_prices, cost_sql
 from ehrxqa_pipeline.ehr.ddl import ANSWER_TABLE, BY_NAME, TABLES
 from ehrxqa_pipeline.ehr.stage import materialize
-from ehrxqa_pipeline.ehr.tb_cxr import stage_labels, stage_links, tb_cxr_plus_sql, tb_cxr_sql
+from ehrxqa_pipeline.ehr.tb_cxr import stage_answer_labels, stage_label_images, stage_links, tb_cxr_plus_sql, \
+    tb_cxr_sql
 from ehrxqa_pipeline.ehr.timeshift import compute_offsets
 
 BUILD_ORDER = ("patients", "admissions", "d_icd_diagnoses", "d_icd_procedures", "d_labitems", "d_items",
@@ -45,7 +50,6 @@ class DbResult:
     which: str
     seed: int
     schema: str
-    answers_schema: str
     build_schema: str
     requested_patients: int
     patients: int
@@ -61,6 +65,11 @@ class DbResult:
     offsets: dict
     coverage: dict  # patients left without admissions / without TB_CXR rows after the time frame
     messages: list[str] = field(default_factory=list)
+
+    @property
+    def answers_schema(self) -> str:
+        """Where ``build_answer_sheet`` puts this database's answer sheet."""
+        return schemas(self.which)[1]
 
     def metadata(self) -> dict:
         """Flat values for Dagster asset metadata."""
@@ -84,18 +93,18 @@ def _staged(name: str, ctx: T.Ctx) -> str:
 
 def build_database(con: duckdb.DuckDBPyConnection, which: str, config: DbConfig | None = None,
                    seed: int = 0) -> DbResult:
-    """Build ``ehr_<which>`` and ``ehr_<which>_answers`` (see the module docstring)."""
+    """Build ``ehr_<which>`` (see the module docstring)."""
     config = config or DbConfig()
-    schema, answers, build = schemas(which)
-    stage, answers_stage = f"{schema}_next", f"{answers}_next"
-    for s in (build, stage, answers_stage):
+    schema, _, build = schemas(which)
+    stage = f"{schema}_next"
+    for s in (build, stage):
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
 
     cand = stage_candidates(con, which, config, build)
     sampling = sample_patients(con, which, config, seed, build)
     offsets = compute_offsets(con, which, config, seed, build)
     link = stage_links(con, build)
-    labels = stage_labels(con, which, build)
+    labels = stage_label_images(con, which, build)
     build_prices(con, seed, build)
     for name in ("d_icd_diagnoses", "d_icd_procedures"):
         con.execute(f"CREATE OR REPLACE TABLE {build}._{name} AS {T.icd_dictionary(name)}")
@@ -105,8 +114,6 @@ def build_database(con: duckdb.DuckDBPyConnection, which: str, config: DbConfig 
     for name in BUILD_ORDER:
         rows[name], rejected[name] = materialize(con, BY_NAME[name], _staged(name, ctx), stage, build,
                                                  T.ORDER[name])
-    rows["tb_cxr_plus"], _ = materialize(con, ANSWER_TABLE, tb_cxr_plus_sql(ctx, which), answers_stage, build,
-                                         T.ORDER["tb_cxr_plus"])
 
     # patients_rejected holds the candidates set aside before the draw (not_in_mimiciv, no_eligible_admission);
     # eligible patients the draw did not take are counted only
@@ -123,14 +130,42 @@ def build_database(con: duckdb.DuckDBPyConnection, which: str, config: DbConfig 
                count(*) FILTER (subject_id NOT IN (SELECT subject_id FROM {stage}.tb_cxr))
         FROM {stage}.patients""").fetchone()))
 
-    _publish(con, [(stage, schema, BUILD_ORDER), (answers_stage, answers, ("tb_cxr_plus",))])
+    _publish(con, [(stage, schema, BUILD_ORDER)])
     return DbResult(
-        which=which, seed=seed, schema=schema, answers_schema=answers, build_schema=build,
+        which=which, seed=seed, schema=schema, build_schema=build,
         requested_patients=sampling.requested, patients=rows["patients"], current_patients=int(current),
         current_patients_target=sampling.n_current_target, current_patients_drawn=sampling.n_current,
         admissions=rows["admissions"], rows=rows,
         rejected=rejected, candidates=cand, link=link, labels=labels,
         offsets=offsets, coverage=coverage, messages=list(sampling.messages))
+
+
+@dataclass
+class AnswerSheetResult:
+    """What one answer-sheet build wrote: its schema, rows and label counts."""
+
+    which: str
+    schema: str  # ehr_<which>_answers: tb_cxr_plus
+    database_schema: str  # ehr_<which>: the database whose TB_CXR it answers
+    rows: int
+    labels: dict  # pairs, and for gold the later studies' images and affirmed rows
+
+    def metadata(self) -> dict:
+        return {"rows_tb_cxr_plus": self.rows, **{f"labels_{k}": v for k, v in self.labels.items()}}
+
+
+def build_answer_sheet(con: duckdb.DuckDBPyConnection, which: str, config: DbConfig | None = None
+                       ) -> AnswerSheetResult:
+    """Build ``ehr_<which>_answers.tb_cxr_plus`` for the database ``build_database`` left in ``ehr_<which>``
+    (its TB_CXR and its workspace's image table) from the labels, the split's ratios and the silver boxes."""
+    schema, answers, build = schemas(which)
+    stage = f"{answers}_next"  # the sheet's staging schema, also its work tables': dropped when published
+    con.execute(f"CREATE SCHEMA IF NOT EXISTS {stage}")
+    labels = stage_answer_labels(con, which, build, stage)
+    rows, _ = materialize(con, ANSWER_TABLE, tb_cxr_plus_sql(T.Ctx(schema, build, config or DbConfig()), which, stage),
+                          stage, stage, T.ORDER["tb_cxr_plus"])
+    _publish(con, [(stage, answers, ("tb_cxr_plus",))])
+    return AnswerSheetResult(which=which, schema=answers, database_schema=schema, rows=rows, labels=labels)
 
 
 def _publish(con: duckdb.DuckDBPyConnection, moves: list[tuple[str, str, tuple[str, ...]]]) -> None:

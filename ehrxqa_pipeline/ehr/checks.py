@@ -25,12 +25,17 @@ def _one(con, sql: str) -> int:
     return int(con.execute(sql).fetchone()[0] or 0)
 
 
-def check_keys(con: duckdb.DuckDBPyConnection, schema: str, answers_schema: str | None = None) -> Check:
-    """PRIMARY KEY / UNIQUE / NOT NULL / FOREIGN KEY declarations of ``ddl`` hold on the data."""
+def _targets(schema: str | None, answers_schema: str | None) -> list[tuple[Table, str]]:
+    """The database's tables in ``schema`` and the answer sheet in ``answers_schema`` (either may be None)."""
+    return ([(t, schema) for t in TABLES] if schema else []) + ([(ANSWER_TABLE, answers_schema)] if answers_schema
+                                                               else [])
+
+
+def check_keys(con: duckdb.DuckDBPyConnection, schema: str | None, answers_schema: str | None = None) -> Check:
+    """PRIMARY KEY / UNIQUE / NOT NULL / FOREIGN KEY declarations of ``ddl`` hold on the data (of the database
+    in ``schema`` and / or the answer sheet in ``answers_schema``)."""
     problems: dict[str, int] = {}
-    targets: list[tuple[Table, str]] = [(t, schema) for t in TABLES]
-    if answers_schema:
-        targets.append((ANSWER_TABLE, answers_schema))
+    targets = _targets(schema, answers_schema)
     for table, sch in targets:
         src = f"{sch}.{table.name}"
         n = _one(con, f"SELECT count(*) FROM {src}")
@@ -51,12 +56,13 @@ def check_keys(con: duckdb.DuckDBPyConnection, schema: str, answers_schema: str 
     return not problems, {"problems": problems, "tables": len(targets)}
 
 
-def check_time_bounds(con: duckdb.DuckDBPyConnection, schema: str, answers_schema: str | None,
+def check_time_bounds(con: duckdb.DuckDBPyConnection, schema: str | None, answers_schema: str | None,
                       config: DbConfig) -> Check:
-    """Every timestamp lies in [start, current time]; dob precedes the current time."""
+    """Every timestamp lies in [start, current time]; dob precedes the current time (of the database in
+    ``schema`` and / or the answer sheet in ``answers_schema``)."""
     start, now = config.sql_bounds()
     problems: dict[str, int] = {}
-    targets = [(t, schema) for t in TABLES] + ([(ANSWER_TABLE, answers_schema)] if answers_schema else [])
+    targets = _targets(schema, answers_schema)
     checked = 0
     for table, sch in targets:
         for col in (c.name for c in table.columns if c.type == "ts"):
@@ -64,8 +70,10 @@ def check_time_bounds(con: duckdb.DuckDBPyConnection, schema: str, answers_schem
             checked += 1
             if bad := _one(con, f"SELECT count(*) FROM {sch}.{table.name} WHERE {low}{col} > {now}"):
                 problems[f"{table.name}.{col}"] = bad
-    latest = con.execute(f"SELECT max(admittime) FROM {schema}.admissions").fetchone()[0]
-    return not problems, {"problems": problems, "columns_checked": checked, "latest_admittime": str(latest)}
+    details = {"problems": problems, "columns_checked": checked}
+    if schema:
+        details["latest_admittime"] = str(con.execute(f"SELECT max(admittime) FROM {schema}.admissions").fetchone()[0])
+    return not problems, details
 
 
 def check_current_patients(con: duckdb.DuckDBPyConnection, schema: str, expected: int) -> Check:
@@ -122,13 +130,24 @@ def check_answer_sheet(con: duckdb.DuckDBPyConnection, schema: str, answers_sche
 
 def run_checks(con: duckdb.DuckDBPyConnection, result, config: DbConfig,
                files_dir: Path | None = None) -> dict[str, Check]:
-    """All checks of one build (``result``: the ``DbResult`` of ``build_database``)."""
-    s, a = result.schema, result.answers_schema
+    """All checks of one database build (``result``: the ``DbResult`` of ``build_database``)."""
+    s = result.schema
     return {
-        "keys": check_keys(con, s, a),
-        "time_bounds": check_time_bounds(con, s, a, config),
+        "keys": check_keys(con, s),
+        "time_bounds": check_time_bounds(con, s, None, config),
         "current_patients": check_current_patients(con, s, result.current_patients_drawn),
         "ages": check_ages(con, s, config),
         "images_present": check_images_present(con, s, files_dir),
-        "answer_sheet": check_answer_sheet(con, s, a, f"{result.build_schema}._pairs"),
+    }
+
+
+def run_answer_sheet_checks(con: duckdb.DuckDBPyConnection, sheet, config: DbConfig) -> dict[str, Check]:
+    """All checks of one answer-sheet build (``sheet``: the ``AnswerSheetResult`` of ``build_answer_sheet``)."""
+    from ehrxqa_pipeline.ehr.tb_cxr import LABELS
+
+    return {
+        "keys": check_keys(con, None, sheet.schema),
+        "time_bounds": check_time_bounds(con, None, sheet.schema, config),
+        "one_row_per_image_pair": check_answer_sheet(con, sheet.database_schema, sheet.schema,
+                                                     f"{LABELS[sheet.which]}_pairs"),
     }

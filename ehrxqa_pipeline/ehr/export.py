@@ -1,6 +1,6 @@
 """Deliver a built database as DuckDB and SQLite files, with the answer sheet in a separate folder.
 
-``export_database(con, schema, answers_schema, out_dir)`` writes
+``export_database(con, schema, out_dir)`` writes
 
 * ``out_dir/mimic_iv_cxr.duckdb`` and ``out_dir/mimic_iv_cxr.db`` (SQLite): the 17 MIMIC-IV-derived tables
   + TB_CXR, created with the declared DDL of ``ddl`` (PRIMARY KEY, UNIQUE, NOT NULL, FOREIGN KEY -- the
@@ -9,8 +9,9 @@
   the declared secondary indexes (``ddl.index_sql``: foreign-key columns, the answer sheet's study_id);
 * ``out_dir/tables.json``: the database's schema in Spider's format for text-to-SQL tools (``spider``), from
   the same DDL;
-* ``answers_dir/tb_cxr_plus.duckdb`` and ``answers_dir/tb_cxr_plus.db``: the answer sheet alone, by default
-  in ``out_dir/../answers/<out_dir name>/`` so that shipping ``out_dir`` never ships the answers.
+and ``export_answer_sheet(con, answers_schema, answers_dir)`` writes ``answers_dir/tb_cxr_plus.duckdb`` and
+``answers_dir/tb_cxr_plus.db``: the answer sheet alone, in a folder of its own so that shipping ``out_dir``
+never ships the answers.
 
 SQLite stores timestamps as ``'YYYY-MM-DD HH:MM:SS'`` text, integers as INTEGER, floats as REAL; strings
 are already lower-cased by the build. Rows are written in row_id order. Determinism: the same warehouse
@@ -41,27 +42,27 @@ BATCH = 50_000
 class ExportResult:
     duckdb_path: Path
     sqlite_path: Path
-    answers_duckdb_path: Path
-    answers_sqlite_path: Path
-    tables_json_path: Path
+    tables_json_path: Path | None  # the database's schema in Spider's format (none for the answer sheet)
     rows: dict[str, int]
     sqlite_sha256: str
-    answers_sqlite_sha256: str
 
 
-def export_database(con: duckdb.DuckDBPyConnection, schema: str, answers_schema: str, out_dir: Path,
-                    answers_dir: Path | None = None) -> ExportResult:
+def export_database(con: duckdb.DuckDBPyConnection, schema: str, out_dir: Path) -> ExportResult:
+    """``out_dir``/mimic_iv_cxr.{duckdb,db} and tables.json from the database in ``schema``."""
     out_dir = Path(out_dir)
-    answers_dir = Path(answers_dir) if answers_dir else out_dir.parent / "answers" / out_dir.name
-    paths = (out_dir / f"{DB_NAME}.duckdb", out_dir / f"{DB_NAME}.db",
-             answers_dir / "tb_cxr_plus.duckdb", answers_dir / "tb_cxr_plus.db")
+    paths = (out_dir / f"{DB_NAME}.duckdb", out_dir / f"{DB_NAME}.db")
     rows = write_duckdb(con, schema, TABLES, paths[0])
     write_sqlite(con, schema, TABLES, paths[1])
-    rows.update(write_duckdb(con, answers_schema, (ANSWER_TABLE,), paths[2]))
-    write_sqlite(con, answers_schema, (ANSWER_TABLE,), paths[3])
     schema_json = write_tables_json(out_dir / TABLES_JSON, DB_NAME, TABLES)
-    return ExportResult(*paths, tables_json_path=schema_json, rows=rows, sqlite_sha256=sha256(paths[1]),
-                        answers_sqlite_sha256=sha256(paths[3]))
+    return ExportResult(*paths, tables_json_path=schema_json, rows=rows, sqlite_sha256=sha256(paths[1]))
+
+
+def export_answer_sheet(con: duckdb.DuckDBPyConnection, answers_schema: str, answers_dir: Path) -> ExportResult:
+    """``answers_dir``/tb_cxr_plus.{duckdb,db} from the answer sheet in ``answers_schema``."""
+    paths = (Path(answers_dir) / "tb_cxr_plus.duckdb", Path(answers_dir) / "tb_cxr_plus.db")
+    rows = write_duckdb(con, answers_schema, (ANSWER_TABLE,), paths[0])
+    write_sqlite(con, answers_schema, (ANSWER_TABLE,), paths[1])
+    return ExportResult(*paths, tables_json_path=None, rows=rows, sqlite_sha256=sha256(paths[1]))
 
 
 def write_duckdb(con: duckdb.DuckDBPyConnection, schema: str, tables: tuple[Table, ...], path: Path) -> dict:

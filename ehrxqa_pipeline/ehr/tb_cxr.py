@@ -67,17 +67,42 @@ def stage_links(con: duckdb.DuckDBPyConnection, build: str) -> dict:
             "studies_matching_several_transfers_none_with_admission": row[4]}
 
 
-def stage_labels(con: duckdb.DuckDBPyConnection, which: str, build: str) -> dict:
-    """Create ``<build>._label_images`` (image_id, label_set), ``_label_pos`` (affirmed image x pair) and
-    ``_pairs`` (object, attribute, category) for the sampled patients' images. The gold database's later
-    studies take their labels from ``cxr_labels.gold_later`` (refined from the RAW silver relations)."""
-    base = LABELS[which]
-    mine = (f"SELECT image_id FROM {build}._images WHERE subject_id IN (SELECT subject_id FROM {build}._sampled)")
-    counts: dict = {}
+def _mine(build: str) -> str:
+    return f"SELECT image_id FROM {build}._images WHERE subject_id IN (SELECT subject_id FROM {build}._sampled)"
+
+
+def _label_sources(which: str, build: str) -> list[tuple[str, str, str]]:
+    """(label set, labels table, condition on image_id) of the sampled patients' images: the silver database
+    -> the silver labels; the gold database -> the gold labels for the first studies, ``cxr_labels.gold_later``
+    (refined from the RAW silver relations) for the later ones."""
     if which == "silver":
-        sources = [("silver", base, f"image_id IN ({mine})")]
-    else:
-        later = f"SELECT image_id FROM {build}._images WHERE studyorder > 1 AND image_id IN ({mine})"
+        return [("silver", LABELS[which], f"image_id IN ({_mine(build)})")]
+    first = f"SELECT image_id FROM {build}._images WHERE studyorder = 1 AND image_id IN ({_mine(build)})"
+    return [("gold", LABELS[which], f"image_id IN ({first})"), ("silver_refined", LATER, f"image_id IN ({_later(build)})")]
+
+
+def _later(build: str) -> str:
+    return f"SELECT image_id FROM {build}._images WHERE studyorder > 1 AND image_id IN ({_mine(build)})"
+
+
+def stage_label_images(con: duckdb.DuckDBPyConnection, which: str, build: str) -> dict:
+    """Create ``<build>._label_images`` (image_id, label_set): the sampled patients' images that have labels,
+    from the label sets' image lists alone (``cxr_labels.<set>_images``), so the database reads which images
+    are labelled, never the labels (a label edit leaves the database as it is: issue 23)."""
+    con.execute(f"CREATE OR REPLACE TABLE {build}._label_images AS " + " UNION ALL ".join(
+        f"SELECT image_id, '{name}' AS label_set FROM {table}_images WHERE {cond}"
+        for name, table, cond in _label_sources(which, build)) + " ORDER BY image_id")
+    return dict(con.execute(f"SELECT 'labelled_images_' || label_set, count(*) FROM {build}._label_images "
+                            f"GROUP BY 1 ORDER BY 1").fetchall())
+
+
+def stage_answer_labels(con: duckdb.DuckDBPyConnection, which: str, build: str, work: str) -> dict:
+    """Create ``<work>._label_pos`` (affirmed image x pair) and ``<work>._pairs`` (object, attribute, category)
+    for the images of the database whose workspace is ``build``: what the answer sheet reads of the labels."""
+    sources = _label_sources(which, build)
+    counts: dict = {}
+    if which == "gold":
+        base, later = LABELS[which], _later(build)
         counts = dict(zip(("later_studies_images", "later_studies_affirmed_rows_out"), con.execute(f"""
             SELECT (SELECT count(*) FROM {LATER}_images WHERE image_id IN ({later})),
                    (SELECT count(*) FROM {LATER} WHERE image_id IN ({later}))""").fetchone()))
@@ -88,20 +113,12 @@ def stage_labels(con: duckdb.DuckDBPyConnection, which: str, build: str) -> dict
             """).fetchone()[0]
         if same:
             raise ValueError(f"{base}_pairs and the ontology's pair pool differ ({same} pairs)")
-        first = f"SELECT image_id FROM {build}._images WHERE studyorder = 1 AND image_id IN ({mine})"
-        sources = [("gold", base, f"image_id IN ({first})"),
-                   ("silver_refined", LATER, f"image_id IN ({later})")]
-    con.execute(f"CREATE OR REPLACE TABLE {build}._label_images AS " + " UNION ALL ".join(
-        f"SELECT image_id, '{name}' AS label_set FROM {table}_images WHERE {cond}" for name, table, cond in sources)
-        + " ORDER BY image_id")
-    con.execute(f"CREATE OR REPLACE TABLE {build}._label_pos AS " + " UNION ALL ".join(
+    con.execute(f"CREATE OR REPLACE TABLE {work}._label_pos AS " + " UNION ALL ".join(
         f"SELECT image_id, object, attribute FROM {table} WHERE {cond}" for _, table, cond in sources)
         + " ORDER BY image_id, object, attribute")
-    con.execute(f"CREATE OR REPLACE TABLE {build}._pairs AS SELECT object, attribute, category FROM {base}_pairs "
-                f"ORDER BY object, attribute")
-    counts.update(dict(con.execute(f"SELECT 'labelled_images_' || label_set, count(*) FROM {build}._label_images "
-                                   f"GROUP BY 1 ORDER BY 1").fetchall()))
-    counts["pairs"] = con.execute(f"SELECT count(*) FROM {build}._pairs").fetchone()[0]
+    con.execute(f"CREATE OR REPLACE TABLE {work}._pairs AS SELECT object, attribute, category "
+                f"FROM {LABELS[which]}_pairs ORDER BY object, attribute")
+    counts["pairs"] = con.execute(f"SELECT count(*) FROM {work}._pairs").fetchone()[0]
     return counts
 
 
@@ -120,7 +137,8 @@ def tb_cxr_sql(c: Ctx) -> str:
     LEFT JOIN {c.build}._label_images li ON li.image_id = i.image_id"""
 
 
-def tb_cxr_plus_sql(c: Ctx, which: str) -> str:
+def tb_cxr_plus_sql(c: Ctx, which: str, work: str) -> str:
+    """``work``: the schema of ``stage_answer_labels``'s tables."""
     boxes = (f"{SILVER_BOXES_SQL} WHERE split_part(object_id, '_', 1) IN "
              f"(SELECT image_id FROM {c.schema}.tb_cxr)")
     return f"""
@@ -131,8 +149,8 @@ def tb_cxr_plus_sql(c: Ctx, which: str) -> str:
            CASE WHEN s.image_id IS NOT NULL THEN s.mtr ELSE r.mtr END AS mt_ratio,
            NULL AS reason
     FROM {c.schema}.tb_cxr t JOIN {c.build}._images i ON i.image_id = t.image_id
-    CROSS JOIN {c.build}._pairs p
-    LEFT JOIN {c.build}._label_pos pos
+    CROSS JOIN {work}._pairs p
+    LEFT JOIN {work}._label_pos pos
            ON pos.image_id = t.image_id AND pos.object = p.object AND pos.attribute = p.attribute
     LEFT JOIN splits.{which} s ON s.image_id = t.image_id
     LEFT JOIN silver_ratios r ON r.image_id = t.image_id"""

@@ -7,7 +7,7 @@ import shutil
 import duckdb
 import pytest
 
-from ehrxqa_pipeline.ehr.build import build_database
+from ehrxqa_pipeline.ehr.build import build_answer_sheet, build_database
 from ehrxqa_pipeline.ehr.config import DbConfig
 from tests.pipeline_steps import build_through_splits
 
@@ -59,11 +59,28 @@ def built(ehr_inputs, warehouse_copy):
 
 
 @pytest.fixture(scope="session")
+def sheets(built):
+    """{which: AnswerSheetResult} of both databases' answer sheets (on ``built``'s connection)."""
+    con, results = built
+    return {which: build_answer_sheet(con, which, CONFIG) for which in results}
+
+
+@pytest.fixture(scope="session")
 def exported(built, tmp_path_factory):
     """{which: ExportResult} of both databases."""
     from ehrxqa_pipeline.ehr.export import export_database
 
     con, results = built
     out = tmp_path_factory.mktemp("release") / "database"
-    return {w: export_database(con, r.schema, r.answers_schema, out / w) for w, r in results.items()}
+    return {w: export_database(con, r.schema, out / w) for w, r in results.items()}
+
+
+@pytest.fixture(scope="session")
+def exported_sheets(built, sheets, tmp_path_factory):
+    """{which: ExportResult} of both answer sheets."""
+    from ehrxqa_pipeline.ehr.export import export_answer_sheet
+
+    con, _ = built
+    out = tmp_path_factory.mktemp("answer_sheets")
+    return {w: export_answer_sheet(con, sheet.schema, out / w) for w, sheet in sheets.items()}
 

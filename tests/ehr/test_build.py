@@ -6,7 +6,7 @@ import json
 import pytest
 
 from ehrxqa_pipeline.ehr.checks import (check_ages, check_answer_sheet, check_current_patients, check_keys,
-                                        check_time_bounds, run_checks)
+                                        check_time_bounds, run_answer_sheet_checks, run_checks)
 from ehrxqa_pipeline.ehr.ddl import TABLES
 
 from .conftest import CONFIG
@@ -23,9 +23,9 @@ def one(con, sql):
 
 
 @pytest.mark.parametrize("which", WHICH)
-def test_sizes_and_all_checks(built, which):
+def test_sizes_and_all_checks(built, sheets, which):
     con, results = built
-    r = results[which]
+    r, sheet = results[which], sheets[which]
     assert r.patients == CONFIG.n_patients(which) and not r.messages
     assert r.current_patients == r.current_patients_target == CONFIG.n_current(r.patients) >= 1
     assert one(con, f"SELECT count(*) FROM {r.schema}.patients") == r.patients
@@ -33,12 +33,13 @@ def test_sizes_and_all_checks(built, which):
                                                            f"WHERE schema_name = '{r.schema}'")}
     assert one(con, f"SELECT count(*) FROM duckdb_tables() WHERE schema_name = '{r.schema}' "
                     f"AND table_name = 'tb_cxr_plus'") == 0  # the answer sheet lives apart
-    for name, (passed, details) in run_checks(con, r, CONFIG).items():
+    for name, (passed, details) in {**run_checks(con, r, CONFIG), **run_answer_sheet_checks(con, sheet, CONFIG)}.items():
         assert passed, (name, details)
     meta = r.metadata()
-    assert meta["rows_tb_cxr_plus"] == r.rows["tb_cxr_plus"] > 0
+    assert meta["rows_tb_cxr"] == r.rows["tb_cxr"] > 0 and "rows_tb_cxr_plus" not in meta
     assert all(isinstance(v, (int, float, str)) or v is None for v in meta.values())
     json.dumps(meta)
+    assert sheet.metadata()["rows_tb_cxr_plus"] == sheet.rows == r.rows["tb_cxr"] * sheet.labels["pairs"] > 0
 
 
 @pytest.mark.parametrize("which", WHICH)
@@ -81,7 +82,7 @@ def test_shift_is_one_whole_day_offset_per_patient(built, which):
 
 
 @pytest.mark.parametrize("which", WHICH)
-def test_first_study_lands_in_its_target_year_and_current_instant_maps_to_now(built, which):
+def test_first_study_lands_in_its_target_year_and_current_instant_maps_to_now(built, sheets, which):
     con, results = built
     r, b = results[which], results[which].build_schema
     rows = q(con, f"""
@@ -118,7 +119,7 @@ def test_checks_catch_broken_databases(built):
     assert not check_ages(con, "broken", CONFIG)[0]
     assert not check_current_patients(con, "broken", r.current_patients_target)[0]
     con.execute("DELETE FROM broken.tb_cxr WHERE row_id = 1")
-    assert not check_answer_sheet(con, "broken", r.answers_schema, f"{r.build_schema}._pairs")[0]
+    assert not check_answer_sheet(con, "broken", r.answers_schema, "cxr_labels.gold_pairs")[0]
     con.execute("DROP SCHEMA broken CASCADE")
 
 
@@ -183,7 +184,7 @@ def test_tb_cxr_link_holds_after_the_shift(built, which):
             + link["studies_matching_several_transfers"]) == n_studies
 
 
-def test_answer_sheet_label_sources(built):
+def test_answer_sheet_label_sources(built, sheets):
     con, results = built
     gold = results["gold"]
     b = gold.build_schema
@@ -191,8 +192,11 @@ def test_answer_sheet_label_sources(built):
                            JOIN {b}._images i USING (image_id) JOIN {b}._label_images l USING (image_id) GROUP BY 1"""))
     assert sets[True] == ["gold"] and sets[False] == ["silver_refined"]
     # relation = 1 exactly for the affirmed labels of the label source
+    labels = """SELECT image_id, 'silver' AS label_set FROM cxr_labels.silver UNION ALL
+                SELECT image_id, 'gold' FROM cxr_labels.gold UNION ALL
+                SELECT image_id, 'silver_refined' FROM cxr_labels.gold_later"""
     for r in results.values():
-        pos = one(con, f"""SELECT count(*) FROM {r.build_schema}._label_pos
+        pos = one(con, f"""SELECT count(*) FROM {r.build_schema}._label_images li JOIN ({labels}) l USING (image_id, label_set)
                            WHERE image_id IN (SELECT image_id FROM {r.schema}.tb_cxr)""")
         assert one(con, f"SELECT sum(relation) FROM {r.answers_schema}.tb_cxr_plus") == pos
         assert one(con, f"SELECT count(*) FROM {r.answers_schema}.tb_cxr_plus WHERE ct_ratio IS NULL") == 0

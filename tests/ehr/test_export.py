@@ -23,8 +23,8 @@ def _duckdb_rows(path, table):
 
 
 @pytest.mark.parametrize("which", ("silver", "gold"))
-def test_sqlite_and_duckdb_hold_identical_contents(exported, built, which):
-    e = exported[which]
+def test_sqlite_and_duckdb_hold_identical_contents(exported, exported_sheets, built, which):
+    e, sheet = exported[which], exported_sheets[which]
     con, results = built
     for table in TABLES:
         rows = _sqlite_rows(e.sqlite_path, table)
@@ -33,13 +33,13 @@ def test_sqlite_and_duckdb_hold_identical_contents(exported, built, which):
         for i, col in enumerate(table.columns):
             if col.type == "ts":
                 assert all(r[i] is None or TS.match(r[i]) for r in rows), (table.name, col.name)
-    assert _sqlite_rows(e.answers_sqlite_path, ANSWER_TABLE) == _duckdb_rows(e.answers_duckdb_path, ANSWER_TABLE)
+    assert _sqlite_rows(sheet.sqlite_path, ANSWER_TABLE) == _duckdb_rows(sheet.duckdb_path, ANSWER_TABLE)
 
 
-def test_files_layout_and_declared_keys(exported):
-    e = exported["gold"]
+def test_files_layout_and_declared_keys(exported, exported_sheets):
+    e, sheet = exported["gold"], exported_sheets["gold"]
     assert e.sqlite_path.name == "mimic_iv_cxr.db" and e.duckdb_path.name == "mimic_iv_cxr.duckdb"
-    assert e.answers_sqlite_path.parent == e.sqlite_path.parent.parent / "answers" / "gold"
+    assert sheet.sqlite_path.name == "tb_cxr_plus.db" and sheet.duckdb_path.name == "tb_cxr_plus.duckdb"
     with sqlite3.connect(e.sqlite_path) as db:
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert names == {t.name for t in TABLES}  # no answer sheet in the user-facing file
@@ -52,12 +52,12 @@ def test_files_layout_and_declared_keys(exported):
         assert db.execute("SELECT typeof(hadm_id) FROM admissions LIMIT 1").fetchone()[0] == "integer"
         plan = db.execute("EXPLAIN QUERY PLAN SELECT * FROM diagnoses_icd WHERE subject_id = 1").fetchall()
         assert "USING INDEX idx_diagnoses_icd_subject_id" in str(plan)  # foreign keys are indexed
-    with sqlite3.connect(e.answers_sqlite_path) as db:
+    with sqlite3.connect(sheet.sqlite_path) as db:
         plan = db.execute("EXPLAIN QUERY PLAN SELECT * FROM tb_cxr_plus WHERE study_id = 1 AND relation = 1").fetchall()
         assert "idx_tb_cxr_plus_study_id_relation" in str(plan)
     con = duckdb.connect()
     con.execute(f"ATTACH '{e.duckdb_path}' AS x (READ_ONLY)")
-    con.execute(f"ATTACH '{e.answers_duckdb_path}' AS y (READ_ONLY)")
+    con.execute(f"ATTACH '{sheet.duckdb_path}' AS y (READ_ONLY)")
     ok, details = check_keys(con, "x.main", "y.main")
     assert ok, details
     n_fk = con.execute("SELECT count(*) FROM duckdb_constraints() WHERE database_name = 'x' "
@@ -70,8 +70,8 @@ def test_export_replaces_previous_files(built, exported, tmp_path):
 
     con, results = built
     r = results["silver"]
-    first = export_database(con, r.schema, r.answers_schema, tmp_path / "silver")
-    again = export_database(con, r.schema, r.answers_schema, tmp_path / "silver")
+    first = export_database(con, r.schema, tmp_path / "silver")
+    again = export_database(con, r.schema, tmp_path / "silver")
     assert first.sqlite_sha256 == again.sqlite_sha256 == exported["silver"].sqlite_sha256
     assert sorted(p.name for p in (tmp_path / "silver").iterdir()) == ["mimic_iv_cxr.db", "mimic_iv_cxr.duckdb",
                                                                      "tables.json"]

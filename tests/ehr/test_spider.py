@@ -81,7 +81,7 @@ def test_tables_json_is_the_same_on_every_export(built, exported, tmp_path):
 
     con, results = built
     r = results["silver"]
-    again = export_database(con, r.schema, r.answers_schema, tmp_path / "silver")
+    again = export_database(con, r.schema, tmp_path / "silver")
     assert again.tables_json_path.read_bytes() == exported["silver"].tables_json_path.read_bytes()
     # silver and gold share the DDL, so their schemas are the same too
     assert exported["gold"].tables_json_path.read_bytes() == exported["silver"].tables_json_path.read_bytes()
