@@ -44,3 +44,24 @@ def test_a_stage_with_another_partitioned_asset_runs_one_partition_a_run():
     with instance_for_test() as instance:
         assert materialize([ranged.key, one_each.key], instance, defs).success
     assert sorted(SEEN) == sorted((name, (p,)) for name in ("ranged", "one_each") for p in PARTS.get_partition_keys())
+
+
+@dg.multi_asset(specs=[dg.AssetSpec("labels"), dg.AssetSpec("labelled_images")])
+def label_step():
+    SEEN.append(("label_step", ()))
+    yield dg.MaterializeResult(asset_key="labels")
+    yield dg.MaterializeResult(asset_key="labelled_images")
+
+
+@pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process): not in `make test-fast`
+def test_one_asset_of_a_multi_asset_that_cannot_be_subset_runs_with_its_siblings():
+    """As `build --changed` repairs an output a home built before it existed never materialized (cxr_labels/silver
+    beside its new cxr_labels/silver_images): Dagster refuses a run of part of the step, so the build runs it whole."""
+    defs = dg.Definitions(assets=[label_step])
+    SEEN.clear()
+    with instance_for_test() as instance:
+        runner = _Runner(defs, defs.resolve_implicit_global_asset_job_def(), {})
+        runner.run_stages(instance, [dg.AssetKey("labelled_images")])
+        assert runner.ok and SEEN == [("label_step", ())]
+        assert {k.to_user_string() for k in runner.results[0].dagster_run.asset_selection} == {"labels",
+                                                                                                "labelled_images"}

@@ -103,6 +103,12 @@ def _stages(defs: dg.Definitions, targets: list[dg.AssetKey]) -> list[list[dg.As
 QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}  # a run's step events, not engine chatter
 
 
+def _whole(graph, keys) -> set[dg.AssetKey]:
+    """``keys`` with the other assets of their steps: a multi-asset that cannot be subset runs whole (a home
+    built before one of its outputs existed: the missing output is repaired with its siblings)."""
+    return {x for k in keys for x in graph.get(k).execution_set_asset_keys}
+
+
 def _waits_on_a_worker(graph, key: dg.AssetKey) -> bool:
     """Whether ``key``'s step takes no warehouse and does its work in a worker process of the GPU pool."""
     from assets.automation import DEVICE_TAG, GPU_POOL
@@ -254,9 +260,9 @@ class _Runner:
         if not apart:
             return None
         graph = self.graph
-        whole = lambda keys: {x for k in keys for x in graph.get(k).execution_set_asset_keys}  # noqa: E731
-        above = whole(set().union(*(graph.get_ancestor_asset_keys(k) for k in apart)) & set(stage))
-        below = whole(dg.AssetSelection.assets(*apart).downstream(include_self=False).resolve(graph) & set(stage))
+        above = _whole(graph, set().union(*(graph.get_ancestor_asset_keys(k) for k in apart)) & set(stage))
+        below = _whole(graph, dg.AssetSelection.assets(*apart).downstream(include_self=False).resolve(graph)
+                       & set(stage))
         split = _Beside(before=[k for k in stage if k in above], apart=apart,
                         rest=[k for k in stage if k not in above | below | set(apart)],
                         after=[k for k in stage if k in below])
@@ -291,7 +297,8 @@ class _Runner:
 
     def run_stages(self, instance, targets: list[dg.AssetKey], partitions: dict | None = None) -> None:
         """Every stage of ``targets`` in dependency order; partitioned stages per partition (those in
-        ``partitions`` when given, else all)."""
+        ``partitions`` when given, else all); an asset with the other assets of its step (``_whole``)."""
+        targets = sorted(_whole(self.graph, targets))
         for stage in _stages(self.defs, targets):
             pdef = self.graph.get(stage[0]).partitions_def
             if split := self.split_beside(instance, stage):
