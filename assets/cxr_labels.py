@@ -3,7 +3,7 @@
 import dagster as dg
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE, WITH_ITS_ASSET
-from assets.metadata import table_result
+from assets.metadata import check_results, table_result
 from assets.cxr_cohort import GOLD_KEY, SILVER_KEY
 from assets.ingest import ingest_key
 from assets.sources import SOURCE_KEYS, SOURCE_FILE_FIELD, SOURCE_VERSION_FIELD, version_as_read
@@ -19,6 +19,9 @@ from resources import PipelineConfig, Warehouse
 ONTOLOGY_KEY = dg.AssetKey([names.CXR_LABELS, "ontology"])
 LABEL_KEYS = {"silver": dg.AssetKey([names.CXR_LABELS, "silver"]), "gold": dg.AssetKey([names.CXR_LABELS, "gold"])}
 GOLD_LATER_KEY = dg.AssetKey([names.CXR_LABELS, "gold_later"])
+PAPER_PAIRS = 563  # possible (object, attribute) pairs the paper reports for 36 objects x 68 attributes
+COMMON = dict(group_name=names.CXR_LABELS, automation_condition=ON_CHANGE, owners=["team:ehrxqa"],
+              kinds={"duckdb"})
 
 
 def images_key(labels_key: dg.AssetKey) -> dg.AssetKey:
@@ -26,10 +29,6 @@ def images_key(labels_key: dg.AssetKey) -> dg.AssetKey:
     the label step beside the labels, with a data version of its own: a label edit that keeps the list leaves
     what reads only the list (the databases' TB_CXR) as it is (issue 23)."""
     return dg.AssetKey([*labels_key.path[:-1], f"{labels_key.path[-1]}_images"])
-
-PAPER_PAIRS = 563  # possible (object, attribute) pairs the paper reports for 36 objects x 68 attributes
-COMMON = dict(group_name=names.CXR_LABELS, automation_condition=ON_CHANGE, owners=["team:ehrxqa"],
-              kinds={"duckdb"})
 
 
 @dg.asset(key=ONTOLOGY_KEY, code_version="2", deps=[SOURCE_KEYS[names.SEMANTICS]], pool=DUCKDB_POOL,
@@ -107,9 +106,7 @@ def _label_asset(name: str, cohort_key: dg.AssetKey, relations: str, images_sql:
             listed = table_result(context, con, f"{out}_images", asset_key=image_list)
         yield materialized
         yield listed
-        for check, (passed, details) in outcomes.items():
-            yield dg.AssetCheckResult(check_name=check, passed=bool(passed),
-                                      metadata={"details": dg.MetadataValue.json(details)})
+        yield from check_results(outcomes)
 
     return _asset
 

@@ -6,7 +6,7 @@ labelled changed (issue 23)."""
 import dagster as dg
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
-from assets.metadata import table_result
+from assets.metadata import check_results, table_result
 from assets.cxr_labels import GOLD_LATER_KEY, LABEL_KEYS, images_key
 from assets.ingest import ingest_key
 from assets.splits import COHORT_KEYS, SPLIT_KEYS
@@ -45,11 +45,6 @@ def database_dir(settings, which: str):
 def answer_sheet_dir(settings, which: str):
     """The answer sheet's files, outside the release: shipping the release never ships the answers."""
     return settings.home / "answer_sheets" / which
-
-
-def _check_results(checks: dict) -> list[dg.AssetCheckResult]:
-    return [dg.AssetCheckResult(check_name=name, passed=bool(passed), metadata={"details": dg.MetadataValue.json(details)})
-            for name, (passed, details) in checks.items()]
 
 
 def _db_asset(which: str) -> dg.AssetsDefinition:
@@ -94,7 +89,7 @@ def _db_asset(which: str) -> dg.AssetsDefinition:
                 "tables_json": dg.MetadataValue.path(str(export.tables_json_path)),
                 "sqlite_sha256": export.sqlite_sha256})
         yield materialized
-        yield from _check_results(checks)
+        yield from check_results(checks)
 
     return _asset
 
@@ -126,7 +121,7 @@ def _answer_sheet_asset(which: str) -> dg.AssetsDefinition:
                 **sheet.metadata(), "sqlite": dg.MetadataValue.path(str(export.sqlite_path)),
                 "duckdb": dg.MetadataValue.path(str(export.duckdb_path)), "sqlite_sha256": export.sqlite_sha256})
         yield materialized
-        yield from _check_results(checks)
+        yield from check_results(checks)
 
     return _asset
 

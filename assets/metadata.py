@@ -16,6 +16,12 @@ from ehrxqa_pipeline.contracts import Contract
 from ehrxqa_pipeline.hashing import combine
 
 
+def check_results(outcomes: Mapping[str, tuple[bool, object]]) -> list[dg.AssetCheckResult]:
+    """The results of checks declared with an asset, from check name -> the library's ``(passed, details)``."""
+    return [dg.AssetCheckResult(check_name=name, passed=bool(passed), metadata={"details": dg.MetadataValue.json(details)})
+            for name, (passed, details) in outcomes.items()]
+
+
 def table_metadata(con: duckdb.DuckDBPyConnection, table: str) -> dict:
     """``dagster/row_count`` and ``dagster/column_schema`` (from DESCRIBE) of ``table``: a table name or a
     parenthesised query (e.g. one partition of a table)."""

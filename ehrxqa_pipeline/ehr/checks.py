@@ -16,6 +16,7 @@ import duckdb
 
 from ehrxqa_pipeline.ehr.config import DbConfig
 from ehrxqa_pipeline.ehr.ddl import ANSWER_TABLE, TABLES, Table
+from ehrxqa_pipeline.ehr.tb_cxr import LABELS
 from ehrxqa_pipeline.sources.schema import image_relpath
 
 Check = tuple[bool, dict]
@@ -143,8 +144,6 @@ def run_checks(con: duckdb.DuckDBPyConnection, result, config: DbConfig,
 
 def run_answer_sheet_checks(con: duckdb.DuckDBPyConnection, sheet, config: DbConfig) -> dict[str, Check]:
     """All checks of one answer-sheet build (``sheet``: the ``AnswerSheetResult`` of ``build_answer_sheet``)."""
-    from ehrxqa_pipeline.ehr.tb_cxr import LABELS
-
     return {
         "keys": check_keys(con, None, sheet.schema),
         "time_bounds": check_time_bounds(con, None, sheet.schema, config),

@@ -71,6 +71,10 @@ def _mine(build: str) -> str:
     return f"SELECT image_id FROM {build}._images WHERE subject_id IN (SELECT subject_id FROM {build}._sampled)"
 
 
+def _later(build: str) -> str:
+    return f"SELECT image_id FROM {build}._images WHERE studyorder > 1 AND image_id IN ({_mine(build)})"
+
+
 def _label_sources(which: str, build: str) -> list[tuple[str, str, str]]:
     """(label set, labels table, condition on image_id) of the sampled patients' images: the silver database
     -> the silver labels; the gold database -> the gold labels for the first studies, ``cxr_labels.gold_later``
@@ -79,10 +83,6 @@ def _label_sources(which: str, build: str) -> list[tuple[str, str, str]]:
         return [("silver", LABELS[which], f"image_id IN ({_mine(build)})")]
     first = f"SELECT image_id FROM {build}._images WHERE studyorder = 1 AND image_id IN ({_mine(build)})"
     return [("gold", LABELS[which], f"image_id IN ({first})"), ("silver_refined", LATER, f"image_id IN ({_later(build)})")]
-
-
-def _later(build: str) -> str:
-    return f"SELECT image_id FROM {build}._images WHERE studyorder > 1 AND image_id IN ({_mine(build)})"
 
 
 def stage_label_images(con: duckdb.DuckDBPyConnection, which: str, build: str) -> dict:

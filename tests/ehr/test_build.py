@@ -103,7 +103,7 @@ def test_first_study_lands_in_its_target_year_and_current_instant_maps_to_now(bu
     assert check_time_bounds(con, r.schema, r.answers_schema, CONFIG)[0]
 
 
-def test_checks_catch_broken_databases(built):
+def test_checks_catch_broken_databases(built, sheets):
     con, results = built
     r = results["gold"]
     con.execute("CREATE OR REPLACE SCHEMA broken")
