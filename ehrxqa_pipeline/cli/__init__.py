@@ -209,6 +209,10 @@ def cmd_build(args) -> int:
         prepare_instance(settings)
         _configure_pools()
         ensure_source(settings)
+        from ehrxqa_pipeline import definitions, gc_settings
+
+        definitions.defs.resolve_asset_graph()  # loaded and resolved first: then outside the collector's walks
+        gc_settings.for_many_steps()
         with steps_run_alone():  # the build runs one step at a time in this process
             summary = build(settings, select=args.select, changed=args.changed, run_config=run_config)
     print(format_summary(summary, settings))

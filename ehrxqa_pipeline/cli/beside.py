@@ -78,9 +78,11 @@ def _result(job: dg.JobDefinition, instance: dg.DagsterInstance, run_id: str) ->
 
 def main(request_path: str) -> int:
     from ehrxqa_pipeline.cli.dagster_private import execute, job_origin
+    from ehrxqa_pipeline import gc_settings
     from ehrxqa_pipeline.cli.instance import PID_TAG
     from ehrxqa_pipeline.definitions import defs
 
+    gc_settings.for_many_steps()
     request = json.loads(Path(request_path).read_text())
     keys = [dg.AssetKey.from_user_string(k) for k in request["keys"]]
     job = defs.resolve_implicit_global_asset_job_def()
