@@ -21,28 +21,31 @@ install: $(STAMP)
 build: $(STAMP)  ## generate the synthetic source if no EHRXQA_SOURCE_ROOT, then materialize every asset
 	$(VENV)/bin/ehrxqa build
 
-# The suite's temporary homes (about 1 GiB of DuckDB, SQLite and Dagster event logs, written in many small
-# transactions) go to /dev/shm when it has 4 GiB free: about 40 s less on 2 cores; removed afterwards.
+# Where the test targets' temporary folders go when /dev/shm has 4 GiB free (``pytest_in_tmp`` below).
 TEST_TMP := $(shell df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 && $$4 > 4194304 {print "/dev/shm/ehrxqa-tests-'"$$(id -u)"'"}')
+
+# Both test targets run pytest through ``pytest_in_tmp``, which
+# - puts the suite's temporary homes (about 1 GiB of DuckDB, SQLite and Dagster event logs, written in many small
+#   transactions) and TMPDIR (Dagster's dg.instance_for_test() and the library's temporary folders) in a folder on
+#   /dev/shm when it has 4 GiB free: about 40 s less on 2 cores; made by mktemp (runs from two checkouts at once do
+#   not remove each other's) and removed afterwards;
+# - clears PYTHONDONTWRITEBYTECODE: where it is set (as in some images), each worker compiled the project's
+#   modules and redid pytest's assertion rewriting of every test module on every run (about 2 s CPU a worker);
+#   the .pyc files go to the ignored __pycache__ folders.
+define pytest_in_tmp
+	status=0; $(if $(TEST_TMP),tmp=$$(mktemp -d $(TEST_TMP)-XXXXXX) && mkdir $$tmp/tmp || exit 2;) \
+	PYTHONDONTWRITEBYTECODE= $(if $(TEST_TMP),TMPDIR=$$tmp/tmp) \
+		$(PY) -m pytest $(1) $(if $(TEST_TMP),--basetemp=$$tmp/base) || status=$$?; \
+	$(if $(TEST_TMP),rm -rf $$tmp;) exit $$status
+endef
 
 # --durations: the 15 slowest tests at the end of every run (CI's log), to see where the 5-minute budget goes.
 test: $(STAMP)
-	status=0; $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q --durations=15 \
-		$(if $(TEST_TMP),--basetemp=$(TEST_TMP)) || status=$$?; \
-	$(if $(TEST_TMP),rm -rf $(TEST_TMP);) exit $$status
+	$(call pytest_in_tmp,-n 2 --dist loadfile --no-loadscope-reorder -q --durations=15)
 
-# test-fast (issue 16 point 8 asks for under a minute on 2 cores) also sets two things for its workers:
-# - PYTHONDONTWRITEBYTECODE is cleared: where it is set (as in some images), each worker compiled the project's
-#   modules and redid pytest's assertion rewriting of every test module on every run (about 2 s CPU a worker);
-#   the .pyc files go to the ignored __pycache__ folders.
-# - TMPDIR is a folder on /dev/shm beside the basetemp: Dagster's dg.instance_for_test() and the library's
-#   temporary folders then commit their SQLite transactions to tmpfs too.
-# Its folder is made by mktemp, so that runs from two checkouts at once do not remove each other's.
+# issue 16 point 8 asks for under a minute on 2 cores
 test-fast: $(STAMP)  ## the unit and component tiers: everything but the tests marked slow (whole-graph builds, Dagster runs)
-	status=0; $(if $(TEST_TMP),tmp=$$(mktemp -d $(TEST_TMP)-fast-XXXXXX) && mkdir $$tmp/tmp || exit 2;) \
-	PYTHONDONTWRITEBYTECODE= $(if $(TEST_TMP),TMPDIR=$$tmp/tmp) \
-		$(PY) -m pytest -n 2 -q -m "not slow" $(if $(TEST_TMP),--basetemp=$$tmp/base) || status=$$?; \
-	$(if $(TEST_TMP),rm -rf $$tmp;) exit $$status
+	$(call pytest_in_tmp,-n 2 -q -m "not slow")
 
 dev: $(STAMP)  ## the Dagster UI on the instance `make build` wrote
 	$(VENV)/bin/ehrxqa dev
