@@ -8,6 +8,7 @@ import pytest
 
 from ehrxqa_pipeline import names
 from ehrxqa_pipeline.definitions import defs
+from ehrxqa_pipeline.gc_settings import THRESHOLDS
 from ehrxqa_pipeline.sources.schema import TABLES
 
 
@@ -250,13 +251,14 @@ if __name__ == "__main__":  # python -m tests.test_definitions: write the snapsh
     print(f"wrote {SNAPSHOT}")
 
 
-PRELOAD = ["ehrxqa_pipeline.definitions", "ehrxqa_pipeline.gx", "ehrxqa_pipeline.cli.dagster_private", "dagster._daemon"]
+PRELOAD = ["ehrxqa_pipeline.definitions", "ehrxqa_pipeline.gx", "ehrxqa_pipeline.cli.dagster_private", "dagster._daemon",
+           "ehrxqa_pipeline.forkserver_gc"]
 
 
 def test_the_ui_runs_fork_their_steps_from_a_server_that_loaded_the_code_location():
     """Under `dagster dev` every step is a process of its own: forked from a forkserver that preloaded this code
     location, Great Expectations (with the environment it reads set first) and the instance's storage, not spawned
-    (a spawned step imports Dagster and the project again: 2-3 s of CPU a step)."""
+    (a spawned step imports Dagster and the project again: 2-3 s of CPU a step), then froze it for the collector."""
     from ehrxqa_pipeline import definitions
 
     config = definitions.EXECUTOR.apply_config_mapping({}).value["config"]
@@ -266,15 +268,17 @@ def test_the_ui_runs_fork_their_steps_from_a_server_that_loaded_the_code_locatio
 @pytest.mark.slow  # a fresh interpreter importing the whole preload: 4-5 s of CPU
 def test_the_forkservers_preload_starts_no_thread_and_imports_no_torch():
     """What the forkserver imports starts no Python thread (a fork copies only the thread that forks), leaves
-    torch out (the code location never imports it) and turns Great Expectations' usage analytics off first."""
+    torch out (the code location never imports it), turns Great Expectations' usage analytics off first, and at
+    the end freezes what it loaded and sets the collector's thresholds (ehrxqa_pipeline.gc_settings)."""
     import os
     import subprocess
     import sys
 
-    probe = ("import os, sys, threading\n"
+    probe = ("import gc, os, sys, threading\n"
              f"for m in {PRELOAD!r}: __import__(m)\n"
-             "print(threading.active_count(), 'torch' in sys.modules, os.environ['GX_ANALYTICS_ENABLED'])")
+             "print(threading.active_count(), 'torch' in sys.modules, os.environ['GX_ANALYTICS_ENABLED'], "
+             "gc.get_freeze_count() > 100_000, gc.get_threshold()[0])")
     env = {k: v for k, v in os.environ.items() if k != "GX_ANALYTICS_ENABLED"}
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", probe], capture_output=True, text=True, env=env,
                          timeout=120)
-    assert out.stdout.split() == ["1", "False", "false"], out.stdout + out.stderr[-2000:]
+    assert out.stdout.split() == ["1", "False", "false", "True", str(THRESHOLDS[0])], out.stdout + out.stderr[-2000:]
