@@ -235,9 +235,13 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
     atomic.write_text(out / "statistics.md", md)
     write_json({"c9": c9, "per_template": per, "unanswerable": unanswerable}, out / "statistics.json", indent=2)
     c9_md = md.split("\n\n### Per template")[0]
+    # the per-template table as markdown, not JSON: the instance reads every asset's latest materialization on
+    # each automation evaluation and freshness pass, and a JSON value is unpacked object by object (this one, a
+    # row per template, was half of that read on the demo: 36.7 of 75.5 ms); statistics.json holds it as data
+    per_md = "### Per template" + stats.render_markdown(c9, per).split("\n\n### Per template", 1)[1]
     return dg.MaterializeResult(metadata={
         **records_metadata(c9), "statistics": dg.MetadataValue.md(c9_md), "c9": dg.MetadataValue.json(c9),
-        "per_template": dg.MetadataValue.json(per), "unanswerable_per_split": dg.MetadataValue.json(unanswerable),
+        "per_template": dg.MetadataValue.md(per_md), "unanswerable_per_split": dg.MetadataValue.json(unanswerable),
         "templates_below_cap": sum(1 for r in per if r["silver_reason"] or r["gold_reason"])})
 
 
