@@ -94,12 +94,11 @@ def _label(frame: pl.DataFrame, gold_positives: pl.DataFrame) -> pl.DataFrame:
         pl.col("label").fill_null(False))
 
 
-def _module_score(answers: pl.Series) -> pl.Expr:
-    """1 for ["yes"], 0 for ["no"], 0.5 for an abstention or anything else."""
-    one = (answers.list.len() == 1).fill_null(False)
-    word = answers.list.first()
-    return (pl.when(one & (word == "yes")).then(1.0).when(one & (word == "no")).then(0.0).otherwise(0.5)
-            .cast(pl.Float64).alias("score"))
+def _module_score(answer: Sequence[str] | None) -> float:
+    """1 for ["yes"], 0 for ["no"], 0.5 for an abstention or anything else. In Python: a list-of-strings Series
+    of every verify answer took 80 ms a module to build on the demo (20,200 answers), this 3 ms."""
+    said = None if answer is None else list(answer)
+    return 1.0 if said == ["yes"] else 0.0 if said == ["no"] else 0.5
 
 
 def verify_auroc(test_questions: pl.DataFrame, predictions: Predictions, gold_positives: pl.DataFrame,
@@ -131,8 +130,8 @@ def verify_auroc(test_questions: pl.DataFrame, predictions: Predictions, gold_po
     if module_answers is not None:
         if len(module_answers) != test_questions.height:
             raise ValueError(f"{len(module_answers)} module answers for {test_questions.height} questions")
-        picked = pl.Series(list(module_answers), dtype=_LIST).gather(items["_q"])
-        scored = items.with_columns(_module_score(picked))
+        scores = pl.Series("score", [_module_score(a) for a in module_answers], pl.Float64)
+        scored = items.with_columns(scores.gather(items["_q"]))
         out["module"] = auroc_by_group(scored, _KEYS, "score", "label")
         out["relative"] = relative_auroc(out["module"], ref_items, min_positives)
     return out
