@@ -81,7 +81,6 @@ def _db_asset(which: str) -> dg.AssetsDefinition:
                 "SELECT table_name FROM duckdb_tables() WHERE schema_name = ? ORDER BY 1", [result.schema]).fetchall()]
             materialized = table_result(context, con, f"{result.schema}.tb_cxr", tables=tables, metadata={
                 **{k: v for k, v in result.metadata().items() if v is not None},
-                **{f"labels_{k}": v for k, v in result.labels.items()},
                 "dagster/row_count": sum(export.rows.values()),
                 "rows_per_table": dg.MetadataValue.json(dict(sorted(export.rows.items()))),
                 "sqlite": dg.MetadataValue.path(str(export.sqlite_path)),

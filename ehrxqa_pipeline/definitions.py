@@ -25,10 +25,9 @@ TAG_LIMITS = [{"key": k, "value": v, "limit": 1} for k, v in (*DUCKDB_TAGS.items
 # 312.8 s spawned, 39.8 s forked). Where the platform has no forkserver (Windows): Dagster's default.
 PRELOAD = ("ehrxqa_pipeline.gx",  # every contract check
            "ehrxqa_pipeline.cli.dagster_private",  # the instance's storage: SQLAlchemy, Alembic
-           "dagster._daemon")  # read by the instance a step builds
-# last: the collector's settings, once everything above is loaded (ehrxqa_pipeline/forkserver_gc.py)
-START_METHOD = ({"start_method": {"forkserver": {"preload_modules": [__name__, *PRELOAD,
-                                                                    "ehrxqa_pipeline.forkserver_gc"]}}}
+           "dagster._daemon",  # read by the instance a step builds
+           "ehrxqa_pipeline.forkserver_gc")  # last: the collector's settings, once everything above is loaded
+START_METHOD = ({"start_method": {"forkserver": {"preload_modules": [__name__, *PRELOAD]}}}
                 if "forkserver" in multiprocessing.get_all_start_methods() else {})
 EXECUTOR = dg.multiprocess_executor.configured({"max_concurrent": 2, "tag_concurrency_limits": TAG_LIMITS,
                                                 **START_METHOD})

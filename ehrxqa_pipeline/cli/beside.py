@@ -77,8 +77,8 @@ def _result(job: dg.JobDefinition, instance: dg.DagsterInstance, run_id: str) ->
 
 
 def main(request_path: str) -> int:
-    from ehrxqa_pipeline.cli.dagster_private import execute, job_origin
     from ehrxqa_pipeline import gc_settings
+    from ehrxqa_pipeline.cli.dagster_private import execute, job_origin
     from ehrxqa_pipeline.cli.instance import PID_TAG
     from ehrxqa_pipeline.definitions import defs
 

@@ -77,6 +77,7 @@ class DbResult:
         out.update({f"rows_{k}": v for k, v in self.rows.items()})
         out.update({f"rejected_{t}_{r}": n for t, reasons in self.rejected.items() for r, n in reasons.items()})
         out.update({f"link_{k}": v for k, v in self.link.items()})
+        out.update({f"labels_{k}": v for k, v in self.labels.items()})
         out["messages"] = "; ".join(self.messages)
         return out
 
