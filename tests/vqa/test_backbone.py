@@ -138,6 +138,7 @@ def test_a_file_that_does_not_fit_names_the_variable_the_file_and_the_fix(case, 
     assert f"point EHRXQA_VQA_BACKBONE_WEIGHTS at a {arch} state_dict" in message, message
 
 
+@pytest.mark.slow  # trains the reference model and the probe (tests/vqa/test_train.py's tier): not in `make test-fast`
 def test_the_worker_trains_the_probe_beside_an_unchanged_reference_and_predicts_with_both(
         vqa_warehouse, resnet18_file, tmp_path, no_download):
     from ehrxqa_pipeline.vqa.modules import ReferenceModule, answer_mimic_cxr_vqa
