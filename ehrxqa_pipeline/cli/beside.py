@@ -82,10 +82,10 @@ def main(request_path: str) -> int:
     from ehrxqa_pipeline.cli.instance import PID_TAG
     from ehrxqa_pipeline.definitions import defs
 
-    gc_settings.for_many_steps()
     request = json.loads(Path(request_path).read_text())
     keys = [dg.AssetKey.from_user_string(k) for k in request["keys"]]
     job = defs.resolve_implicit_global_asset_job_def()
+    gc_settings.for_many_steps()  # after the job is resolved, as `ehrxqa build` does: it too lives to the end
     tags = {**request["tags"], PID_TAG: str(os.getpid())}
     run_id_file = Path(request["run_id_file"])  # written as soon as the run exists: were this process killed
     # mid-run, the build still finds the run, marks it failed and names it (``Beside.__exit__``)
