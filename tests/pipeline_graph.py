@@ -10,7 +10,7 @@ from assets import freshness
 from assets.freshness import out_of_date
 from assets.ehrxqa import sampling_run_config
 from ehrxqa_pipeline.cli.build import build, materialize
-from ehrxqa_pipeline.config import Settings
+from ehrxqa_pipeline.config import ENVIRONMENT, Settings
 from ehrxqa_pipeline import definitions
 from ehrxqa_pipeline.definitions import defs
 from tests.instances import instance_for_test
@@ -196,6 +196,8 @@ def pristine_build(small_source, tmp_path_factory):
         if not done.exists():
             shutil.rmtree(folder, ignore_errors=True)
             shutil.copytree(small_source[0], folder / "source")
+            (folder / "home" / "cache").mkdir(parents=True)
+            shutil.copy(embedding_cache(tmp_path_factory), folder / "home" / "cache" / "embeddings.duckdb")
             mp = _pipeline_env(folder)
             try:
                 settings = Settings.resolve()
@@ -208,6 +210,35 @@ def pristine_build(small_source, tmp_path_factory):
                 mp.undo()
             done.write_bytes(pickle.dumps(summary))
         return folder, pickle.loads(done.read_bytes())
+
+
+def embedding_cache(tmp_path_factory):
+    """A sentence-embedding cache file (``paraphrase.embed.Embedder``) holding what paraphrase validation embeds
+    in every whole-graph build of the suite (the templates and their offline candidates at ``FEW_PARAPHRASES``,
+    seed 0), for their homes to start with: without it the pristine build and the end-to-end build, which start
+    together on the two xdist workers, each spent about 9 s embedding the same 1,500 texts on one core. Computed
+    once per test session by whichever process asks first, with every core (the other waits on the lock). The
+    cache memoises a function of the text, so a build reads the vectors it would compute; the computation runs
+    in tests/paraphrase/test_embed.py and test_assets.py, and in `make build`."""
+    from ehrxqa_pipeline.paraphrase.embed import Embedder, MiniLmEncoder
+    from ehrxqa_pipeline.paraphrase.generate import rule_based
+    from ehrxqa_pipeline.paraphrase.placeholders import surrogate_fill
+    from ehrxqa_pipeline.paraphrase.templates import all_templates
+    from ehrxqa_pipeline.threads import cores
+
+    path = session_folder(tmp_path_factory) / "embeddings.duckdb"
+    with _file_lock(path.with_name(path.name + ".lock")):
+        if not path.exists():
+            templates = all_templates()
+            counts = {dataset: int(FEW_PARAPHRASES[ENVIRONMENT[f"count_{dataset}"]])
+                      for dataset in ("mimic_cxr_vqa", "ehrxqa")}  # as resources.LLMResource.counts reads them
+            candidates, _ = rule_based(templates, counts, seed=0)
+            texts = [surrogate_fill(t.text) for t in templates] + [surrogate_fill(x) for x in candidates["text"]]
+            partial = path.with_name("embeddings.partial.duckdb")
+            partial.unlink(missing_ok=True)
+            Embedder(cache_path=partial, encoder=MiniLmEncoder(threads=cores())).prefetch(texts)
+            partial.rename(path)  # complete or absent
+    return path
 
 
 def session_folder(tmp_path_factory):
