@@ -4,6 +4,11 @@ with 0 %, 5 % and 60 % of the CXR patients withheld, and both name the exact pla
 
 from __future__ import annotations
 
+import contextlib
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
 import duckdb
 import pytest
 
@@ -11,6 +16,7 @@ from ehrxqa_pipeline.cli import main
 from ehrxqa_pipeline.contracts import CONTRACTS_DIR, load_contract
 from ehrxqa_pipeline.ingest import ingest_table
 from ehrxqa_pipeline.quality import check_foreign_keys, check_gx, check_quarantine, check_types_and_keys
+from ehrxqa_pipeline.sources.report import ValidationReport
 from ehrxqa_pipeline.sources.validate import validate_source
 
 pytestmark = pytest.mark.slow  # generates and ingests a source three times: not in `make test-fast`
@@ -24,9 +30,21 @@ GOLD_REL = "chest-imagenome/1.0.0/gold_dataset/gold_attributes_relations_500pts_
 PATIENTS = "mimiciv/2.2/hosp/patients.csv.gz"
 
 
+@dataclass
+class Planted:
+    share: float
+    root: Path
+    manifest: dict
+    outcomes: dict  # {contract asset: {check: outcome}} of the build's source checks
+    code: int  # `ehrxqa validate-source ROOT`: its exit code and what it printed
+    out: str
+    report: ValidationReport  # validate_source(ROOT)
+
+
 @pytest.fixture(scope="module", params=SHARES, ids=[f"withheld{s:.0%}" for s in SHARES])
-def planted(request, tmp_path_factory):
-    """(share, source root, manifest, {contract asset: {check: outcome}} of the build's source checks)."""
+def planted(request, tmp_path_factory) -> Planted:
+    """A source with ``share`` of the CXR patients withheld, the build's source checks on it, and both forms of
+    validate-source (the command and the function), each run once for the module's tests."""
     from ehrxqa_pipeline.demo.generate import generate_source
 
     base = tmp_path_factory.mktemp("withheld")
@@ -39,19 +57,18 @@ def planted(request, tmp_path_factory):
                           "quarantine": check_quarantine(con, c), "foreign_keys": check_foreign_keys(con, c)}
                 for c in CONTRACTS}
     con.close()
-    return request.param, root, manifest, outcomes
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        code = main(["validate-source", str(root)])
+    return Planted(request.param, root, manifest, outcomes, code, out.getvalue(), validate_source(root))
 
 
-def test_validate_source_and_build_checks_agree(planted, capsys):
-    share, root, _, outcomes = planted
+def test_validate_source_and_build_checks_agree(planted):
+    share, outcomes, report = planted.share, planted.outcomes, planted.report
     build_passes = all(o.passed for checks in outcomes.values() for o in checks.values())
-    code = main(["validate-source", str(root)])
-    capsys.readouterr()
-    assert (code == 0) == build_passes
+    assert (planted.code == 0) == build_passes
     assert build_passes == (share < 0.5)  # the contracts' limit: half of the rows
     # check by check: a failing build check is an error of validate-source on the same file and column
     failing = {(a, n) for a, checks in outcomes.items() for n, o in checks.items() if not o.passed}
-    report = validate_source(root)
     errors = {(p.file, p.column) for p in report.errors}
     files = {"ingest/cxr_metadata": (META, "subject_id"), "ingest/gold_relations": (GOLD_REL, "patient_id")}
     assert errors == {files[a] for a, _ in failing}
@@ -63,9 +80,8 @@ def test_validate_source_and_build_checks_agree(planted, capsys):
 
 
 def test_orphan_counts_are_the_planted_counts(planted):
-    share, root, manifest, outcomes = planted
+    share, manifest, outcomes, report = planted.share, planted.manifest, planted.outcomes, planted.report
     withheld = manifest["planted"]["withheld"]
-    report = validate_source(root)
     cxr = outcomes["ingest/cxr_metadata"]["foreign_keys"].metadata["subject_id->patients"]
     gold = outcomes["ingest/gold_relations"]["foreign_keys"].metadata["patient_id->patients"]
     n_images, n_gold_rows = manifest["rows"]["cxr_metadata"], manifest["rows"]["gold_relations"]
@@ -85,12 +101,10 @@ def test_orphan_counts_are_the_planted_counts(planted):
     assert (cxr["orphans"], cxr["orphan_keys"], gold["orphans"], gold["orphan_keys"]) == expected
 
 
-def test_messages_name_the_counts(planted, capsys):
-    share, root, manifest, outcomes = planted
-    fk = outcomes["ingest/cxr_metadata"]["foreign_keys"]
-    n = manifest["rows"]["cxr_metadata"]
-    code = main(["validate-source", str(root)])
-    out = capsys.readouterr().out
+def test_messages_name_the_counts(planted):
+    share, code, out = planted.share, planted.code, planted.out
+    fk = planted.outcomes["ingest/cxr_metadata"]["foreign_keys"]
+    n = planted.manifest["rows"]["cxr_metadata"]
     if share == 0.0:
         assert fk.passed and fk.description == "every reference resolves"
         assert code == 0 and "point at no row" not in out
