@@ -10,6 +10,7 @@ from assets import freshness
 from assets.freshness import out_of_date
 from assets.ehrxqa import sampling_run_config
 from ehrxqa_pipeline.cli.build import build, materialize
+from ehrxqa_pipeline.cli.dagster_private import evaluate_automation
 from ehrxqa_pipeline.config import ENVIRONMENT, Settings
 from ehrxqa_pipeline import definitions
 from ehrxqa_pipeline.definitions import defs
@@ -124,9 +125,11 @@ def cascade(instance, settings, cursor, graph_defs=TEST_DEFS, *, code_location: 
 
 
 def _ticks(instance, cursor, graph_defs):
+    # each tick evaluated as `ehrxqa build --changed` evaluates a round (the cursor not written and read back in
+    # between: tests/test_cli.py compares that evaluation with dg.evaluate_automation_conditions)
     ticks, changed_all, changed, waiting, after = [], set(), None, set(), None
     for _ in range(30):
-        result = dg.evaluate_automation_conditions(defs=graph_defs, instance=instance, cursor=cursor)
+        result = evaluate_automation(graph_defs, instance, cursor)
         cursor, due = result.cursor, requested(result)
         assert checks_left_out(result, graph_defs.resolve_asset_graph()) == set()  # the sensor runs every check
         if changed is not None:

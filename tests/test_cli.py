@@ -245,6 +245,14 @@ PRIVATE_USES = {
     "dagster._core.storage.tags:ASSET_PARTITION_RANGE_START_TAG": (),
     "dagster._core.storage.tags:ASSET_PARTITION_RANGE_END_TAG": (),
     "dagster._core.definitions.asset_daemon_cursor:AssetDaemonCursor": (),
+    "dagster._core.definitions.asset_daemon_cursor:AssetDaemonCursor.with_updates": (
+        "evaluation_timestamp", "newly_observe_requested_asset_keys", "evaluation_id", "condition_cursors",
+        "asset_graph"),
+    "dagster._core.definitions.declarative_automation.automation_condition_evaluator:AutomationConditionEvaluator": (
+        "asset_graph", "instance", "entity_keys", "evaluation_time", "emit_backfills", "logger", "cursor",
+        "evaluation_id"),
+    "dagster._core.definitions.partitions.context:partition_loading_context": ("effective_dt",
+                                                                               "dynamic_partitions_store"),
     "dagster._serdes:deserialize_value": (),
     "dagster._serdes:serialize_value": (),
     "dagster._core.storage.base_storage:DagsterStorage": (),
@@ -291,7 +299,8 @@ def test_the_private_dagster_api_is_as_this_module_uses_it():
     assert _private_imports(Path(dagster_private.__file__)) == imported
     for use, keywords in [*PRIVATE_USES.items(), ("dagster:DagsterInstance.create_run_for_job", (
             "job_def", "run_config", "tags", "asset_selection", "execution_plan", "remote_job_origin",
-            "job_code_origin"))]:
+            "job_code_origin")), ("dagster:EvaluateAutomationConditionsResult", (
+            "cursor", "results", "requested_subsets", "partition_loading_context"))]:
         module, name = use.split(":")
         obj = importlib.import_module(module)
         for part in name.split("."):
@@ -301,6 +310,55 @@ def test_the_private_dagster_api_is_as_this_module_uses_it():
             params = inspect.signature(obj).parameters
             missing = [k for k in keywords if k not in params]
             assert not missing, f"{use} no longer takes {missing} in dagster {dg.__version__}"
+
+
+def test_the_automation_is_evaluated_as_dagsters_helper_evaluates_it():
+    """``dagster_private.evaluate_automation`` (`build --changed`'s rounds, the tests' replays) and
+    ``dg.evaluate_automation_conditions`` request the same from the same cursor, and each continues from the
+    other's cursor: a changed parent requests its child once, a second evaluation nothing; a partitioned child
+    only the partition whose parent partition changed."""
+    import dagster as dg
+
+    from ehrxqa_pipeline.cli.dagster_private import evaluate_automation
+
+    parts = dg.StaticPartitionsDefinition(["a", "b"])
+
+    @dg.asset
+    def up() -> None: ...
+
+    @dg.asset(deps=[up], automation_condition=dg.AutomationCondition.eager())
+    def down() -> None: ...
+
+    @dg.asset(partitions_def=parts)
+    def up_parts() -> None: ...
+
+    @dg.asset(deps=[up_parts], partitions_def=parts, automation_condition=dg.AutomationCondition.eager())
+    def down_parts() -> None: ...
+
+    defs = dg.Definitions(assets=[up, down, up_parts, down_parts])
+
+    def requested(result):
+        return {(k.to_user_string(), p) for k in (dg.AssetKey("down"), dg.AssetKey("down_parts"))
+                for p in result.get_requested_partitions(k)}
+
+    helpers = {"ours": lambda c: evaluate_automation(defs, instance, c),
+               "dagster's": lambda c: dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=c)}
+    with dg.instance_for_test() as instance:
+        first = {name: evaluate(None) for name, evaluate in helpers.items()}
+        assert {name: requested(r) for name, r in first.items()} == {"ours": set(), "dagster's": set()}
+        dg.materialize([up], instance=instance)
+        dg.materialize([up_parts], instance=instance, partition_key="b")
+        crossed = {name: evaluate(first["dagster's" if name == "ours" else "ours"].cursor)
+                   for name, evaluate in helpers.items()}
+        assert {name: requested(r) for name, r in crossed.items()} == {
+            "ours": {("down", None), ("down_parts", "b")}, "dagster's": {("down", None), ("down_parts", "b")}}
+        assert crossed["ours"].cursor.evaluation_id == crossed["dagster's"].cursor.evaluation_id == 2
+        again = {name: evaluate(crossed[name].cursor) for name, evaluate in helpers.items()}
+        assert {name: requested(r) for name, r in again.items()} == {"ours": set(), "dagster's": set()}
+        # and it leaves the cursor it was given as it was (the evaluator caches on the cursor it reads)
+        written = dg.serialize_value(again["ours"].cursor)
+        evaluate_automation(defs, instance, again["ours"].cursor)
+        assert dg.serialize_value(again["ours"].cursor) == written
 
 
 def test_no_other_module_uses_the_private_dagster_api():

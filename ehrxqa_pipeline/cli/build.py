@@ -188,9 +188,9 @@ def materialize(keys: list[dg.AssetKey], instance: dg.DagsterInstance, defs: dg.
 
 def _save_evaluation(defs: dg.Definitions, instance: dg.DagsterInstance) -> None:
     """After a full build: the point from which `build --changed` looks for changes."""
-    from ehrxqa_pipeline.cli.dagster_private import save_cursor
+    from ehrxqa_pipeline.cli.dagster_private import evaluate_automation, save_cursor
 
-    save_cursor(instance, dg.evaluate_automation_conditions(defs=defs, instance=instance).cursor)
+    save_cursor(instance, evaluate_automation(defs, instance).cursor)
 
 
 class _Runner:
@@ -358,11 +358,11 @@ class _Runner:
     def run_changed(self, instance) -> None:
         """Evaluate the automation conditions and materialize what they request until nothing is due. The
         cursor is saved after each round that succeeded, so a failed or killed round is requested again."""
-        from ehrxqa_pipeline.cli.dagster_private import load_cursor, save_cursor
+        from ehrxqa_pipeline.cli.dagster_private import evaluate_automation, load_cursor, save_cursor
 
         cursor = load_cursor(instance)
         for _ in range(self.MAX_ROUNDS):
-            evaluation = dg.evaluate_automation_conditions(defs=self.defs, instance=instance, cursor=cursor)
+            evaluation = evaluate_automation(self.defs, instance, cursor)
             requested = {k: evaluation.get_requested_partitions(k) for k in self.graph.materializable_asset_keys
                          if evaluation.get_num_requested(k)}
             if requested:
