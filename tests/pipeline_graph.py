@@ -219,7 +219,7 @@ def embedding_cache(tmp_path_factory):
     """A sentence-embedding cache file (``paraphrase.embed.Embedder``) holding what paraphrase validation embeds
     in every whole-graph build of the suite (the templates and their offline candidates at ``FEW_PARAPHRASES``,
     seed 0), for their homes to start with: without it the pristine build and the end-to-end build, which start
-    together on the two xdist workers, each spent about 9 s embedding the same 1,500 texts on one core. Computed
+    together on the two xdist workers, each spent about 9 s embedding the same 950 texts on one core. Computed
     once per test session by whichever process asks first, with every core (the other waits on the lock). The
     cache memoises a function of the text, so a build reads the vectors it would compute; the computation runs
     in tests/paraphrase/test_embed.py and test_assets.py, and in `make build`."""
