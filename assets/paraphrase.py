@@ -189,7 +189,7 @@ def candidates(context: dg.AssetExecutionContext, pipeline_config: PipelineConfi
             with warehouse.connect() as con:
                 values, _ = record_values(con)
             guard = PrivacyGuard(values, exempt=scaffold_texts())
-            usable = validator(Embedder(cache_path=settings.cache_dir / "embeddings.duckdb"))
+            usable = validator(Embedder(cache_path=settings.embedding_cache))
             frame, report = from_llm(templates, counts, client, LlmCache(settings.cache_dir / FILE_NAME), guard,
                                      usable=usable, log=context.log.info)
         if report.errors:
@@ -247,7 +247,7 @@ def validated(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig
            .drop("_n"))
     everything = pl.concat([cands.select("template_id", "rank", "text", "source"),
                             own.select("template_id", "rank", "text", "source")])
-    embedder = Embedder(cache_path=settings.cache_dir / "embeddings.duckdb")
+    embedder = Embedder(cache_path=settings.embedding_cache)
     context.log.info(f"validating {everything.height} candidates ({own.height} reviewer phrasings) against "
                      f"{len(all_templates())} templates")
     out = validate(all_templates(), everything, embedder)

@@ -151,6 +151,11 @@ class Settings:
         return self.home / "cache"
 
     @property
+    def embedding_cache(self) -> Path:
+        """The sentence embeddings of paraphrase validation, per text (``paraphrase.embed.Embedder``)."""
+        return self.cache_dir / "embeddings.duckdb"
+
+    @property
     def neuralsql_parse_store(self) -> Path:
         """The NeuralSQL parses kept between processes and builds (``questions.neuralsql.parse_store``)."""
         return self.cache_dir / "neuralsql_parses.sqlite"

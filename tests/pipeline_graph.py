@@ -199,8 +199,7 @@ def pristine_build(small_source, tmp_path_factory):
         if not done.exists():
             shutil.rmtree(folder, ignore_errors=True)
             shutil.copytree(small_source[0], folder / "source")
-            (folder / "home" / "cache").mkdir(parents=True)
-            shutil.copy(embedding_cache(tmp_path_factory), folder / "home" / "cache" / "embeddings.duckdb")
+            seed_embedding_cache(folder / "home", tmp_path_factory)
             mp = _pipeline_env(folder)
             try:
                 settings = Settings.resolve()
@@ -215,18 +214,28 @@ def pristine_build(small_source, tmp_path_factory):
         return folder, pickle.loads(done.read_bytes())
 
 
+def seed_embedding_cache(home, tmp_path_factory) -> None:
+    """``home`` (not built yet) starts with the session's sentence-embedding cache (``embedding_cache``)."""
+    import shutil
+
+    target = Settings(home).embedding_cache
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(embedding_cache(tmp_path_factory), target)
+
+
 def embedding_cache(tmp_path_factory):
     """A sentence-embedding cache file (``paraphrase.embed.Embedder``) holding what paraphrase validation embeds
     in every whole-graph build of the suite (the templates and their offline candidates at ``FEW_PARAPHRASES``,
     seed 0), for their homes to start with: without it the pristine build and the end-to-end build, which start
     together on the two xdist workers, each spent about 9 s embedding the same 950 texts on one core. Computed
-    once per test session by whichever process asks first, with every core (the other waits on the lock). The
-    cache memoises a function of the text, so a build reads the vectors it would compute; the computation runs
-    in tests/paraphrase/test_embed.py and test_assets.py, and in `make build`."""
+    once per test session by whichever process asks first, with every core (the other waits on the lock), by
+    the validation the asset runs (``paraphrase.validate.validate``). The cache memoises a function of the text,
+    so a build reads the vectors it would compute; the computation runs in tests/paraphrase/test_embed.py and
+    test_assets.py, and in `make build`."""
     from ehrxqa_pipeline.paraphrase.embed import Embedder, MiniLmEncoder
     from ehrxqa_pipeline.paraphrase.generate import rule_based
-    from ehrxqa_pipeline.paraphrase.placeholders import surrogate_fill
     from ehrxqa_pipeline.paraphrase.templates import all_templates
+    from ehrxqa_pipeline.paraphrase.validate import validate
     from ehrxqa_pipeline.threads import cores
 
     path = session_folder(tmp_path_factory) / "embeddings.duckdb"
@@ -236,10 +245,9 @@ def embedding_cache(tmp_path_factory):
             counts = {dataset: int(FEW_PARAPHRASES[ENVIRONMENT[f"count_{dataset}"]])
                       for dataset in ("mimic_cxr_vqa", "ehrxqa")}  # as resources.LLMResource.counts reads them
             candidates, _ = rule_based(templates, counts, seed=0)
-            texts = [surrogate_fill(t.text) for t in templates] + [surrogate_fill(x) for x in candidates["text"]]
             partial = path.with_name("embeddings.partial.duckdb")
             partial.unlink(missing_ok=True)
-            Embedder(cache_path=partial, encoder=MiniLmEncoder(threads=cores())).prefetch(texts)
+            validate(templates, candidates, Embedder(cache_path=partial, encoder=MiniLmEncoder(threads=cores())))
             partial.rename(path)  # complete or absent
     return path
 
@@ -335,8 +343,7 @@ def fresh_release(tmp_path_factory, *, silver_as_zip: bool = True) -> dict[str, 
     if silver_as_zip:
         shutil.rmtree(root / "chest-imagenome-dataset-1.0.0" / "silver_dataset" / "scene_tabular")
     (tmp / "dagster").mkdir()
-    (tmp / "home" / "cache").mkdir(parents=True)  # the sentence-embedding cache memoises a function of the text
-    shutil.copy(current.cache_dir / "embeddings.duckdb", tmp / "home" / "cache" / "embeddings.duckdb")
+    seed_embedding_cache(tmp / "home", tmp_path_factory)
     with pytest.MonkeyPatch.context() as mp, instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
         mp.setenv("EHRXQA_HOME", str(tmp / "home"))
         mp.setenv("EHRXQA_SOURCE_ROOT", str(tmp / "elsewhere" / "source"))

@@ -28,7 +28,7 @@ from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES
 from ehrxqa_pipeline.release import manifest as release_manifest
 from resources import default_resources
 from tests.instances import instance_for_test
-from tests.pipeline_graph import embedding_cache
+from tests.pipeline_graph import seed_embedding_cache
 from tests.ehrxqa.test_stats import C9_ROW
 from tests.build_settings import FEW_PARAPHRASES
 from tests.questions import expected_answer
@@ -62,8 +62,7 @@ def built(tmp_path_factory):
     for name, count in FEW_PARAPHRASES.items():
         mp.setenv(name, count)
     (tmp / "dagster").mkdir()
-    (tmp / "home" / "cache").mkdir(parents=True)  # the session's sentence embeddings (tests/pipeline_graph.py)
-    shutil.copy(embedding_cache(tmp_path_factory), tmp / "home" / "cache" / "embeddings.duckdb")
+    seed_embedding_cache(tmp / "home", tmp_path_factory)  # the session's sentence embeddings
     with instance_for_test(temp_dir=str(tmp / "dagster")) as instance:
         settings = Settings.resolve()
         # only the JPEGs of the build's download list are there (the list the build writes first, from the
