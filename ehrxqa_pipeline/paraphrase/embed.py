@@ -17,6 +17,7 @@ import hashlib
 import json
 import struct
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -115,10 +116,12 @@ class MiniLmEncoder:
         self.heads, self.eps = cfg["num_attention_heads"], cfg["layer_norm_eps"]
         self.layers = cfg["num_hidden_layers"]
         self.batch_size = batch_size
-        # BLAS threads; None: ``threads.step_threads()`` when encoding (1 beside other steps or test workers,
-        # where one thread does twice the work per CPU second of OpenBLAS's default threading: 110 vs 60
-        # sentences per CPU second on 2 cores; every core in `ehrxqa build`). The embeddings are bitwise the
-        # same on any count (a test), so the count changes the speed only.
+        # Threads, each encoding whole batches with a one-thread BLAS; None: ``threads.step_threads()`` when
+        # encoding (1 beside other steps or test workers, every core in `ehrxqa build`). Not OpenBLAS's own
+        # threads: from OpenBLAS 0.3.31 (numpy 2.4's wheels) a GEMM split over two threads differs from the
+        # one-thread GEMM in the last bits, and one thread does more work per CPU second anyway (110 vs 60
+        # sentences per CPU second on 2 cores). A batch is computed alike on any count, so the embeddings are
+        # bitwise the same (a test) and the count changes the speed only.
         self.threads = threads
         t = read_safetensors(path / "model.safetensors")
         f32 = lambda k: np.ascontiguousarray(t[k], dtype=np.float32)  # noqa: E731
@@ -184,22 +187,28 @@ class MiniLmEncoder:
             return np.zeros((0, self.word.shape[1]), np.float32)
         from ehrxqa_pipeline.threads import step_threads
 
-        with threadpool_limits(limits=self.threads or step_threads(), user_api="blas"):
-            return self._encode(texts)
-
-    def _encode(self, texts: Sequence[str]) -> np.ndarray:
         encs = self.tokenizer.encode_batch(list(texts))
         order = np.argsort([len(e.ids) for e in encs], kind="stable")  # similar lengths share a batch
+        batches = [order[s:s + self.batch_size] for s in range(0, len(order), self.batch_size)]
         out = np.zeros((len(texts), self.word.shape[1]), np.float32)
-        for s in range(0, len(order), self.batch_size):
-            idx = order[s:s + self.batch_size]
+
+        def encode_batch(idx: np.ndarray) -> None:
             n = max(len(encs[i].ids) for i in idx)
             ids = np.zeros((len(idx), n), np.int64)
             mask = np.zeros((len(idx), n), np.int64)
             for r, i in enumerate(idx):
                 ids[r, :len(encs[i].ids)] = encs[i].ids
                 mask[r, :len(encs[i].ids)] = 1
-            out[idx] = self._forward(ids, mask)
+            out[idx] = self._forward(ids, mask)  # numpy lets go of the GIL in the GEMMs and ufuncs
+
+        workers = min(self.threads or step_threads(), len(batches))
+        with threadpool_limits(limits=1, user_api="blas"):
+            if workers == 1:
+                for idx in batches:
+                    encode_batch(idx)
+            else:
+                with ThreadPoolExecutor(workers, thread_name_prefix="minilm") as pool:
+                    list(pool.map(encode_batch, batches))  # list(): a batch's exception is raised here
         return out
 
 

@@ -29,7 +29,7 @@ def test_the_thread_count_changes_no_bit_of_an_embedding(embedder):
     """So `ehrxqa build`, which runs one step at a time, may encode on every core (threads.step_threads)."""
     from ehrxqa_pipeline.threads import step_threads, steps_run_alone
 
-    texts = [f"{s} Number {i}." for i in range(50) for s in SENTENCES]  # a few batches: GEMMs OpenBLAS splits
+    texts = [f"{s} Number {i}." for i in range(50) for s in SENTENCES]  # three batches to share out
     encoder = embedder.encoder
     try:
         encoder.threads = 1
