@@ -16,6 +16,7 @@ that every template of both catalogs passes its own form and that planted wrong 
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ehrxqa_pipeline.paraphrase.placeholders import PLACEHOLDER
@@ -35,6 +36,7 @@ _GIVEN = re.compile(r"^(given|for|regarding|considering|concerning|about|on|in|l
                     r"according to|referring to|as for|in terms of)\b[^,]*,\s*")
 
 
+@functools.lru_cache(maxsize=4096)  # a form check reads one text's words three to five times
 def _words(text: str) -> str:
     """Lower-cased, placeholders as ``ph_<name>`` words (tense slots keep their name), spaces tidied."""
     t = PLACEHOLDER.sub(lambda m: " ph_" + next(g for g in m.groups() if g) + " ", text.lower())

@@ -115,7 +115,8 @@ def variants(template: ParaTemplate) -> list[str]:
     """Every rewrite of the template (the text itself excluded), in a fixed order, at most MAX_COMBINATIONS."""
     text = template.text
     spans = _spans(text, template.dataset)
-    choices = [(None, *alts) for _, alts in spans]
+    # each span's rewrites, expanded once (not once per combination: m.expand parses its template every call)
+    choices = [(m.group(0), *(_case_like(m.expand(alt), m.group(0)) for alt in alts)) for m, alts in spans]
     lead_in = (template.dataset == MIMIC_CXR_VQA and template.content_type in _LEAD_IN_CONTENT
                and len(text.split()) >= _LEAD_IN_MIN_WORDS)
     leads = (None, *LEAD_INS) if lead_in else (None,)
@@ -123,9 +124,9 @@ def variants(template: ParaTemplate) -> list[str]:
     for combo in itertools.islice(itertools.product(leads, *choices), MAX_COMBINATIONS):
         lead, picks = combo[0], combo[1:]
         pieces, pos = [], 0
-        for (m, _), alt in zip(spans, picks):
+        for (m, _), piece in zip(spans, picks):
             pieces.append(text[pos:m.start()])
-            pieces.append(m.group(0) if alt is None else _case_like(m.expand(alt), m.group(0)))
+            pieces.append(piece)
             pos = m.end()
         s = "".join(pieces) + text[pos:]
         if lead is not None:
