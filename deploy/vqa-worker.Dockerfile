@@ -17,7 +17,7 @@ COPY pyproject.toml README.md ./
 COPY ehrxqa_pipeline ./ehrxqa_pipeline
 
 RUN pip install torch==2.14.1 torchvision==0.29.1 duckdb==1.5.6 polars==2.1.0 pillow==12.3.0 \
-        opencv-python-headless==4.14.0.94 matplotlib==3.11.2 "numpy>=2.2,<2.5" "pyyaml>=6,<7" \
+        opencv-python-headless==4.14.0.94 matplotlib==3.11.2 numpy==2.4.6 "pyyaml>=6,<7" \
         dagster-pipes==1.13.27 \
     && pip install --no-deps -e . \
     && useradd --uid 1000 --create-home ehrxqa && mkdir -p /data/ehrxqa && chown ehrxqa /data/ehrxqa
