@@ -3,6 +3,7 @@
 import base64
 import io
 
+import pytest
 from PIL import Image
 
 from ehrxqa_pipeline.release import plots, tables
@@ -13,6 +14,12 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 def _pngs(tmp_path) -> dict[str, bytes]:
     return plots.render_all(tables.gather(make_release(tmp_path), FUNNELS, REJECTED))
+
+
+@pytest.fixture(scope="module")
+def pngs(tmp_path_factory) -> dict[str, bytes]:
+    """One rendering for the tests that only read it (drawing the five figures is most of this file's time)."""
+    return _pngs(tmp_path_factory.mktemp("plots"))
 
 
 def _text_chunks(png: bytes) -> list[bytes]:
@@ -26,8 +33,7 @@ def _text_chunks(png: bytes) -> list[bytes]:
     return out
 
 
-def test_plots_are_valid_pngs_without_software_or_date(tmp_path):
-    pngs = _pngs(tmp_path)
+def test_plots_are_valid_pngs_without_software_or_date(pngs):
     assert sorted(pngs) == ["answers_ehrxqa.png", "answers_mimic_cxr_vqa.png", "funnel.png",
                             "templates_ehrxqa.png", "templates_mimic_cxr_vqa.png"]
     for name, png in pngs.items():
@@ -38,17 +44,16 @@ def test_plots_are_valid_pngs_without_software_or_date(tmp_path):
         assert _text_chunks(png) == [], name
 
 
-def test_same_numbers_give_the_same_bytes(tmp_path):
-    first, second = _pngs(tmp_path / "a"), _pngs(tmp_path / "b")
+def test_same_numbers_give_the_same_bytes(pngs, tmp_path):
+    first, second = pngs, _pngs(tmp_path)  # the second drawn again, from a release in another folder
     assert first == second
     changed = {**FUNNELS, "gold": [["all_images", 1234], ["not_gold_patient", 40]]}
-    again = plots.render_all(tables.gather(tmp_path / "a" / "release", changed, REJECTED))
+    again = plots.render_all(tables.gather(tmp_path / "release", changed, REJECTED))
     assert again["funnel.png"] != first["funnel.png"] and again["answers_ehrxqa.png"] == first["answers_ehrxqa.png"]
 
 
-def test_write_plots_and_markdown_image(tmp_path):
-    pngs = _pngs(tmp_path)
-    (tmp_path / "release" / "plots").mkdir()
+def test_write_plots_and_markdown_image(pngs, tmp_path):
+    (tmp_path / "release" / "plots").mkdir(parents=True)
     (tmp_path / "release" / "plots" / "old_plot.png").write_bytes(b"x")  # no longer drawn: removed
     paths = plots.write_plots(tmp_path / "release", pngs)
     assert sorted(p.name for p in (tmp_path / "release" / "plots").iterdir()) == sorted(pngs)
@@ -58,7 +63,7 @@ def test_write_plots_and_markdown_image(tmp_path):
     assert base64.b64decode(md.split(",", 1)[1].rstrip(")")) == pngs["funnel.png"]
 
 
-def test_a_figure_whose_numbers_are_unchanged_is_read_back_not_drawn(tmp_path, monkeypatch):
+def test_a_figure_whose_numbers_are_unchanged_is_read_back_not_drawn(pngs, tmp_path, monkeypatch):
     """With the release's plots folder and a memo, only the figures whose numbers changed are drawn again (or
     whose PNG file is no longer the one drawn); the bytes equal a fresh rendering's."""
     gathered = tables.gather(make_release(tmp_path), FUNNELS, REJECTED)
@@ -67,10 +72,8 @@ def test_a_figure_whose_numbers_are_unchanged_is_read_back_not_drawn(tmp_path, m
     drawn = []
     for draw in {d for d, *_ in plots.figures(gathered).values()}:
         monkeypatch.setattr(plots, draw.__name__, lambda *a, f=draw: drawn.append(f.__name__) or f(*a))
-    assert plots.render_all(gathered, kept=folder, memo=memo) == plots.render_all(gathered)
-    assert drawn == ["answer_distribution_png", "grouped_bars_png", "template_counts_png", "template_counts_png",
-                     "funnel_png"]  # by the second call, without a memo: the first drew nothing
-    drawn.clear()
+    assert plots.render_all(gathered, kept=folder, memo=memo) == pngs  # a fresh rendering of the same numbers
+    assert drawn == []  # every figure read back
     changed = tables.gather(tmp_path / "release", {**FUNNELS, "gold": [["all_images", 1234]]}, REJECTED)
     (folder / "answers_ehrxqa.png").write_bytes(b"altered")
     again = plots.render_all(changed, kept=folder, memo=memo)
