@@ -39,7 +39,7 @@ def gold_studies(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.
         return table_result(context, con, f"{names.CXR_COHORT}.gold_studies")
 
 
-@dg.asset(key=RULES_KEY, code_version="1",
+@dg.asset(key=RULES_KEY, code_version="2",
           deps=[ingest_key("cxr_metadata"), ingest_key("silver_bbox"), GOLD_STUDIES_KEY],
           description="Grain: one row per MIMIC-CXR image (all views) with the outcome of every selection "
                       "rule, its StudyOrder and its silver/gold drop reason. Source: ingest.cxr_metadata, "

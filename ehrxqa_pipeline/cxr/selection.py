@@ -107,10 +107,14 @@ def build_image_rules(con: duckdb.DuckDBPyConnection, schema: str = "cxr_cohort"
            g.subject_id IS NOT NULL AS gold_patient
     FROM ordered o LEFT JOIN boxes b USING (dicom_id) LEFT JOIN gold_patients g USING (subject_id)
     """)
-    # Width statistics over the images that passed rules 1-4, then each image's worst box.
+    # Width statistics over the images that passed rules 1-4, then each image's worst box. Each aggregate reads
+    # its widths in order (ORDER BY): DuckDB's parallel aggregation otherwise combines the threads' partial
+    # states in the order the threads finish, and the sample sd of a million widths then differs in its last
+    # bits from one run to the next (tests/cxr/test_selection_rows.py), and with it this table's content.
     con.execute(f"""
     CREATE OR REPLACE TABLE {schema}.box_width_stats AS
-    SELECT b.bbox_name, avg(b.width) AS mean_width, stddev_samp(b.width) AS sd_width, count(*) AS n
+    SELECT b.bbox_name, avg(b.width ORDER BY b.width) AS mean_width,
+           stddev_samp(b.width ORDER BY b.width) AS sd_width, count(*) AS n
     FROM ingest.silver_bbox b JOIN {schema}.image_rules r ON split_part(b.object_id, '_', 1) = r.dicom_id
     WHERE r.frontal_view AND r.one_image_per_study AND r.max_20_studies AND r.has_36_boxes
     GROUP BY b.bbox_name ORDER BY b.bbox_name""")

@@ -231,6 +231,32 @@ def test_width_statistics_are_over_the_images_that_passed_rules_1_to_4(decoy):
     assert con.execute("SELECT n FROM cxr_cohort.box_width_stats WHERE bbox_name = 'box00'").fetchone() == (20,)
 
 
+def test_width_statistics_are_the_same_bits_on_any_thread_count():
+    """About 14,000 images of 36 boxes, half a million widths in several of DuckDB's row groups: the statistics
+    are bitwise those of one thread, run after run on four (where plain avg / stddev_samp differ in the sd's
+    last bits from run to run: the threads' partial states are combined in the order they finish)."""
+    con = duckdb.connect()
+    con.execute("CREATE SCHEMA ingest")
+    con.execute("""CREATE TABLE ingest.cxr_metadata AS SELECT 'd' || i AS dicom_id, 10000000 + i AS subject_id,
+                   50000000 + i AS study_id, 'PA' AS ViewPosition, 21500101 AS StudyDate, 100000.0 AS StudyTime,
+                   3000 AS Rows, 2500 AS Columns FROM range(14000) t(i)""")
+    con.execute(f"""CREATE TABLE ingest.silver_bbox AS SELECT 'd' || i || '_' || b.name AS object_id,
+                    b.name AS bbox_name, (10 + k + hash(i, k) % 7)::DOUBLE / 3 AS width
+                    FROM range(14000) t(i), (SELECT unnest({BOXES[:36]}) AS name, generate_subscripts({BOXES[:36]}, 1)
+                    AS k) b""")
+    con.execute("CREATE TABLE ingest.gold_relations (patient_id BIGINT, study_id BIGINT, image_id VARCHAR)")
+    selection.build_gold_studies(con)
+
+    def stats(threads: int) -> list[tuple]:
+        con.execute(f"SET threads = {threads}")
+        selection.build_image_rules(con)
+        return con.execute("SELECT * FROM cxr_cohort.box_width_stats ORDER BY bbox_name").fetchall()
+
+    one = stats(1)
+    assert len(one) == 36 and all(n == 14000 for *_, n in one)
+    assert all(stats(4) == one for _ in range(4))
+
+
 def test_a_single_passing_image_is_no_outlier_of_itself():
     # one image per box: the sample sd is undefined (NULL), so no width can be beyond it
     con, _ = select([img("only", P1, 50000001)], boxes={"only": {"box00": 500.0}})
