@@ -51,7 +51,7 @@ def _db_asset(which: str) -> dg.AssetsDefinition:
     key = DB_KEYS[which]
     images = "the MIMIC-CXR-VQA valid split" if which == "silver" else "the gold cohort (all studies of gold patients)"
 
-    @dg.asset(key=key, group_name=names.EHR_DB, code_version="4", automation_condition=ON_CHANGE,
+    @dg.asset(key=key, group_name=names.EHR_DB, code_version="5", automation_condition=ON_CHANGE,
               deps=[COHORT_KEYS[which], *([SPLIT_KEYS["silver"]] if which == "silver" else []), *LABELLED[which],
                     *(ingest_key(t.name) for t in MIMICIV_FILES)],
               pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"], kinds={"duckdb", "sqlite"},

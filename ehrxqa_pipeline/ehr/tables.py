@@ -149,13 +149,15 @@ VERSION_COLLISION = Rule("icd_version_collision", "r > 1", "one row per code: th
 
 
 def icd_dictionary(table: str) -> str:
-    """Source dictionary rows with code (lower-cased), version, title and reason; one kept row per code."""
+    """Source dictionary rows with code (lower-cased), version, title and reason; one kept row per code: the
+    newest version's, and of two spellings of one code in one version ("A01", "a01 ") the first by code and
+    title, so that the kept title does not depend on the order DuckDB's threads deliver the rows."""
     return f"""
     SELECT icd_code, icd_version, long_title,
            {reason_sql([missing("icd_code", "long_title"), VERSION_COLLISION])} AS reason
     FROM (SELECT lower(trim(icd_code)) AS icd_code, icd_version, long_title,
                  row_number() OVER (PARTITION BY lower(trim(icd_code)), icd_code IS NULL OR long_title IS NULL
-                                    ORDER BY icd_version DESC) AS r
+                                    ORDER BY icd_version DESC, icd_code, long_title) AS r
           FROM ingest.{table})"""
 
 
