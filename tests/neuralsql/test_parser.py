@@ -159,6 +159,27 @@ def test_a_parse_from_the_shared_shape_of_its_template_is_the_query_s_own(query)
         assert skeleton.fill(shape, source) == whole and shape != whole
 
 
+@pytest.mark.parametrize("value", ["", "plain value, 2105-07-01 12:00:00", "caf\u00e9 \u2045 \u00b5g/ml", "it's",
+                                   "back\\slash", "two\nlines", "tab\there", "nul\x00", "del\x7f", "''"])
+def test_a_value_is_put_back_as_sqlglot_renders_it(value):
+    """The stand-ins' values go back as sqlglot's SQLite literal of them; plain ones without its generator."""
+    from sqlglot import exp
+
+    from ehrxqa_pipeline.questions.neuralsql import parser
+
+    assert parser._string_literal(value) == exp.Literal.string(value).sql(dialect="sqlite")
+
+
+def test_names_are_lowered_once_per_set_and_as_often_as_needed_otherwise():
+    """An executor's names (frozensets) are lowered once, however many queries it parses; others every call."""
+    from ehrxqa_pipeline.questions.neuralsql import parser
+
+    tables = frozenset({"TB_CXR", "patients"})
+    assert parser._names(tables) == parser._names(["tb_cxr", "PATIENTS"]) == frozenset({"tb_cxr", "patients"})
+    assert parser._names(tables) is parser._names(tables)
+    assert parser._names(None) is None
+
+
 def test_items_of_one_shape_are_parsed_once_and_values_that_fail_validation_are_still_named():
     from ehrxqa_pipeline.questions.neuralsql import parser
 

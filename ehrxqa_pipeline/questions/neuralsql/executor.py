@@ -132,11 +132,12 @@ class NeuralSqlExecutor:
         # indexes, i.e. for every row of a joined table before the join condition prunes it.
         self.conn.create_function(VQA_FUNCTION, 2, self._scalar)
         self.conn.create_function(ROWS_FUNCTION, 2, self._rows)
-        self.tables = {r[0].lower() for r in self.conn.execute(
-            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        # frozensets: the parser lowers an executor's names once (``parser._names``), not on every query
+        self.tables = frozenset(r[0].lower() for r in self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
         try:
-            self.functions: set[str] | None = {
-                r[0].lower() for r in self.conn.execute("SELECT name FROM pragma_function_list")}
+            self.functions: frozenset[str] | None = frozenset(
+                r[0].lower() for r in self.conn.execute("SELECT name FROM pragma_function_list"))
         except sqlite3.Error:  # SQLite built without introspection pragmas: SQLite itself reports unknown names
             self.functions = None
 

@@ -261,10 +261,20 @@ def parse_neuralsql(sql: str, *, tables: Collection[str] | None = None, function
     test item's query once per VQA module, and a rebuild checks the items it checked before. A query that
     fails raises again on every call (exceptions are not kept).
     """
-    def names(values):
-        return None if values is None else frozenset(v.lower() for v in values)
+    return _parse(sql, _names(tables), _names(functions), _names(hidden_tables), postprocess)
 
-    return _parse(sql, names(tables), names(functions), names(hidden_tables), postprocess)
+
+def _names(values: Collection[str] | None) -> frozenset[str] | None:
+    if values is None:
+        return None
+    if isinstance(values, frozenset):  # an executor's: lowered once, not on each of its queries' calls
+        return _lowered(values)
+    return frozenset(v.lower() for v in values)
+
+
+@functools.lru_cache(maxsize=64)
+def _lowered(values: frozenset[str]) -> frozenset[str]:
+    return frozenset(v.lower() for v in values)
 
 
 @functools.lru_cache(maxsize=1 << 16)  # ParsedQuery holds two query texts: tens of MB at most
@@ -312,9 +322,10 @@ _parse_shape = functools.lru_cache(maxsize=1 << 14)(_parse_source)
 # The values ``_Skeleton`` stands in for: every string and number, and the question of a FUNC_VQA call
 # (double-quoted, as EHRXQA writes it), each on one line; not STRFTIME's format, whose codes sqlglot reads,
 # nor the numbers 0 and 1 (``count(*) > 0``, ``limit 1``: the published shapes read them, shapes.py).
-_VALUE = re.compile(r"""(?P<keep>\bstrftime\s*\(\s*'(?:[^'\n]|'')*')"""
+# The lookahead first: most positions start none of them, and fail there at once (a quarter of the scan's time).
+_VALUE = re.compile(r"""(?=[sf'\d])(?:(?P<keep>\bstrftime\s*\(\s*'(?:[^'\n]|'')*')"""
                     r"""|(?P<vqa>\bfunc_vqa\s*\(\s*)(?P<q>"(?:[^"\n]|"")*")"""
-                    r"""|(?P<str>'(?:[^'\n]|'')*')|(?<![\w.])(?P<num>\d+(?:\.\d+)?)(?![\w.])""", re.IGNORECASE)
+                    r"""|(?P<str>'(?:[^'\n]|'')*')|(?<![\w.])(?P<num>\d+(?:\.\d+)?)(?![\w.]))""", re.IGNORECASE)
 _MARK = "\u2045"  # a character no query has (checked): stand-ins are '⁅n' strings, "⁅qn" questions
 _NUMBER = 8_888_888_000_000  # stand-in numbers count up from here (a query holding its digits is parsed whole)
 _STAND_IN = re.compile(rf"'{_MARK}(q?\d+)'|{_MARK}(q?\d+)|\b{str(_NUMBER)[:7]}\d{{6}}\b")
@@ -334,6 +345,18 @@ def stand_ins(query: str) -> tuple[str, Callable[[str], str]]:
     (``questions.ehrxqa.resolved``)."""
     skeleton = _Skeleton.of(query)
     return (query, str) if skeleton is None else (skeleton.text, skeleton._put_back)
+
+
+# Characters that SQLite's string literal holds as they are (sqlglot escapes none of them): a value made of them
+# only is rendered as itself in quotes, without sqlglot's generator (a tenth of a fresh consistency check).
+_PLAIN_STRING = re.compile(r"[^'\\\x00-\x1f\x7f]*")
+
+
+def _string_literal(value: str) -> str:
+    """``value`` as sqlglot renders ``exp.Literal.string(value)`` in SQLite (tests/neuralsql/test_parser.py)."""
+    if _PLAIN_STRING.fullmatch(value):
+        return f"'{value}'"
+    return exp.Literal.string(value).sql(dialect="sqlite")
 
 
 @dataclass(frozen=True)
@@ -382,7 +405,7 @@ class _Skeleton:
     def _put_back(self, text: str) -> str:
         def value(m: re.Match) -> str:
             if m[1] is not None:  # a quoted string (a question becomes one): as sqlglot renders its value
-                return exp.Literal.string(self.values[m[1]]).sql(dialect="sqlite")
+                return _string_literal(self.values[m[1]])
             return self.values[m[2] or m[0]]  # a call's question itself, or a number's digits
         return _STAND_IN.sub(value, text)
 
