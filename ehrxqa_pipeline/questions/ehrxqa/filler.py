@@ -80,6 +80,7 @@ class ImageFiller:
                                          "where relation = 1 order by study_id, object, attribute"):
             self.positives.setdefault(sid, []).append((o, a, c))
         self._containing: dict[str, tuple[TimeFilter, ...]] = {}
+        self._resolved: dict[str, tuple] = {}  # a reference query -> the study ids it returns (``studies_of``)
 
     # -- table events (image+table templates), read on first use -------------------------------------------
     @cached_property
@@ -268,11 +269,18 @@ class ImageFiller:
         visual = self.visual(t.vqa_key, rng, look)
         return None if visual is None else {**v, **visual}
 
+    def studies_of(self, ref: str) -> tuple:
+        """The study ids a reference query returns, worked out once per query: a template's draws come back to
+        the same studies (the database does not change while items are sampled from it)."""
+        if ref not in self._resolved:
+            self._resolved[ref] = tuple(r[0] for r in self.conn.execute(postprocess_query(ref)).fetchall())
+        return self._resolved[ref]
+
     def instantiate(self, t, v: dict) -> FilledItem | None:
         """The item of template ``t`` with values ``v``, or None when the values give no valid item."""
         studies = []
         for ref in t.references(v):
-            got = [r[0] for r in self.conn.execute(postprocess_query(ref)).fetchall()]
+            got = self.studies_of(ref)
             if len(got) != 1:
                 return None
             studies.append(got[0])
