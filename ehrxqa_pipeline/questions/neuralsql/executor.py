@@ -121,7 +121,7 @@ class NeuralSqlExecutor:
             self.conn = sqlite3.connect(f"{Path(database).resolve().as_uri()}?mode=ro", uri=True)
         self.vqa, self.images_root = vqa, images_root if reads_pixels(vqa) else None
         self.batch_size, self.max_passes, self.reuse_answers = batch_size, max_passes, reuse_answers
-        self.hidden_tables = () if allow_answer_sheet else (ANSWER_SHEET,)
+        self.hidden_tables = frozenset(() if allow_answer_sheet else (ANSWER_SHEET,))
         self.answers: dict[tuple[str, int], Answer] = {}  # (question, study_id) -> answer
         self._images: dict[int, ImageRef | None] = {}
         self._misses: dict[tuple[str, int], None] = {}
@@ -132,7 +132,8 @@ class NeuralSqlExecutor:
         # indexes, i.e. for every row of a joined table before the join condition prunes it.
         self.conn.create_function(VQA_FUNCTION, 2, self._scalar)
         self.conn.create_function(ROWS_FUNCTION, 2, self._rows)
-        # frozensets: the parser lowers an executor's names once (``parser._names``), not on every query
+        # frozensets, as ``hidden_tables``: the parser lowers an executor's names once (``parser._names``), not
+        # on every query
         self.tables = frozenset(r[0].lower() for r in self.conn.execute(
             "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
         try:
