@@ -238,7 +238,9 @@ def check_gx(con, contract: Contract, sample_rows: int = 100_000) -> CheckOutcom
                                                expectations=gx_expectations(contract, list(pdf.columns))))
     vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=f"{schema}.{table}", data=batch,
                                                                 suite=suite))
-    result = vd.run(batch_parameters={"dataframe": pdf})
+    # BOOLEAN_ONLY: each expectation's verdict without its unexpected values, counts and lists, which nothing
+    # here reads (a failure is named by expectation and column); the same verdicts, about a third less work
+    result = vd.run(batch_parameters={"dataframe": pdf}, result_format="BOOLEAN_ONLY")
     failed = [f"{r.expectation_config.type}({r.expectation_config.kwargs.get('column', '')})"
               for r in result.results if not r.success]
     return CheckOutcome(bool(result.success), {
