@@ -19,6 +19,7 @@ import pytest
 
 from assets.ehrxqa import CONSISTENCY_CHECKS, QUESTION_ASSETS, QUESTION_KEYS, sampling_run_config
 from ehrxqa_pipeline.cxr.splits import split_images_sql
+from ehrxqa_pipeline.cli.beside import NICENESS
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.cli.instance import BUILD_TAG, PID_TAG
 from ehrxqa_pipeline.config import Settings
@@ -478,6 +479,8 @@ def test_vqa_scores_for_every_module(built):
     assert trained.dagster_run.run_id != sampled.dagster_run.run_id
     assert trained.dagster_run.tags[BUILD_TAG] == sampled.dagster_run.tags[BUILD_TAG]
     assert trained.dagster_run.tags[PID_TAG] != str(os.getpid()) == sampled.dagster_run.tags[PID_TAG]
+    # ... at a lower CPU priority than this process, whose steps are the longer side of that stage
+    assert model["timings"].value["niceness"] == min(19, os.nice(0) + NICENESS)
     assert trained.start_time < sampled.end_time and sampled.start_time < trained.end_time
     learned = instance.get_latest_asset_check_evaluation_record(
         dg.AssetCheckKey(dg.AssetKey(["vqa_scoring", "reference_model"]), "learned"))

@@ -105,10 +105,14 @@ def torch_generator(seed: int):
 
 
 def device_info(device: str) -> dict:
-    """What the run used, for asset metadata: device name, torch version, threads, GPU name/memory."""
+    """What the run used, for asset metadata: device name, torch version, threads, the process's CPU priority
+    (niceness: `ehrxqa build` runs training at a lower one, ``cli.beside``), GPU name/memory."""
+    import os
+
     import torch
 
-    info = {"device": device, "torch": str(torch.__version__), "threads": torch.get_num_threads()}
+    info = {"device": device, "torch": str(torch.__version__), "threads": torch.get_num_threads(),
+            **({"niceness": os.nice(0)} if hasattr(os, "nice") else {})}
     if is_cuda(device):
         idx = torch.device(device).index or 0
         props = torch.cuda.get_device_properties(idx)
