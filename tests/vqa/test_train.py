@@ -80,6 +80,29 @@ def test_same_seed_gives_bitwise_identical_weights_and_predictions(vqa_warehouse
     assert p1.relations.equals(p2.relations) and p1.images.equals(p2.images)
 
 
+def test_no_step_reads_memory_it_did_not_write(vqa_warehouse, vqa_trained, vqa_con, monkeypatch):
+    """Training leaves new tensors' memory unfilled (``device.seed_everything``): trained again with every new
+    tensor filled with NaN first, as deterministic mode does by default, the weights are the same bits, so no
+    step read memory before writing it."""
+    import torch
+
+    from ehrxqa_pipeline.vqa import device
+
+    seed = device.seed_everything
+
+    def filling(*args, **kwargs):
+        seed(*args, **kwargs)
+        assert torch.utils.deterministic.fill_uninitialized_memory is False
+        torch.utils.deterministic.fill_uninitialized_memory = True
+    monkeypatch.setattr(device, "seed_everything", filling)
+    try:
+        filled = train_reference(vqa_con, vqa_warehouse.files_root, tiny_config(), log=lambda _: None)
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = False
+    a, b = vqa_trained.model.state_dict(), filled.model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_save_load_round_trip_predicts_identically(vqa_warehouse, vqa_trained, vqa_con, tmp_path):
     path = save_model(vqa_trained, tmp_path / "models" / "reference.pt")
     assert [p.name for p in path.parent.iterdir()] == ["reference.pt"]  # no temporary file left behind
