@@ -43,8 +43,9 @@ class Planted:
 
 @pytest.fixture(scope="module", params=SHARES, ids=[f"withheld{s:.0%}" for s in SHARES])
 def planted(request, tmp_path_factory) -> Planted:
-    """A source with ``share`` of the CXR patients withheld, the build's source checks on it, and both forms of
-    validate-source (the command and the function), each run once for the module's tests."""
+    """A source with ``share`` of the CXR patients withheld, the build's source checks on it, and validate-source
+    on it, run once for the module's tests: the command's exit code and output, and the report it printed (what
+    ``validate_source`` returned to it)."""
     from ehrxqa_pipeline.demo.generate import generate_source
 
     base = tmp_path_factory.mktemp("withheld")
