@@ -8,6 +8,7 @@ Grain: process-wide settings (no tables). Source: the ``EHRXQA_VQA_DEVICE`` sett
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import re
 from collections.abc import Iterator
@@ -111,8 +112,6 @@ def torch_generator(seed: int):
 def device_info(device: str) -> dict:
     """What the run used, for asset metadata: device name, torch version, threads, the process's CPU priority
     (niceness: `ehrxqa build` runs training at a lower one, ``cli.beside``), GPU name/memory."""
-    import os
-
     import torch
 
     info = {"device": device, "torch": str(torch.__version__), "threads": torch.get_num_threads(),

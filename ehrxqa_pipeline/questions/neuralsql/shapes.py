@@ -119,12 +119,16 @@ def _p4_side(select: exp.Expression) -> bool:
     return isinstance(col, exp.Column) and col.name.lower() == "study_id"
 
 
-def shape(query: str) -> str:
-    """'table', or the published shape P1-P4 of a NeuralSQL query; ``ShapeError`` otherwise.
+def _names_vqa(query: str) -> bool:
+    """Whether the query's text names func_vqa at all. One that does not reaches no image: 'table' without
+    parsing (about half of a release; the blocking consistency check upstream has run every item's SQL)."""
+    return "func_vqa" in query.lower()
 
-    A query whose text never names func_vqa reaches no image: 'table' without parsing (about half of a
-    release; the blocking consistency check upstream has run every item's SQL)."""
-    if "func_vqa" not in query.lower():
+
+def shape(query: str) -> str:
+    """'table', or the published shape P1-P4 of a NeuralSQL query; ``ShapeError`` otherwise. A query whose
+    text never names func_vqa is 'table' without parsing (``_names_vqa``)."""
+    if not _names_vqa(query):
         return "table"
     try:
         root = sqlglot.parse_one(query, read="sqlite")
@@ -166,7 +170,7 @@ def template_shape(query: str) -> str:
     its values stood in for (``parser.value_free``; no value changes where a func_vqa call sits). A refusal
     is worked out on the query itself, so its reason quotes the query. A query that never names func_vqa is
     'table' at once (``shape``), without standing in for its values."""
-    if "func_vqa" not in query.lower():
+    if not _names_vqa(query):
         return "table"
     text = value_free(query)
     if text is not None:
@@ -201,7 +205,7 @@ def _shapes(queries: list[str], store: ParseStore | None) -> dict[str, tuple[str
     added to ``store``."""
     options, out, new = fingerprint("shape"), {}, {}
     unique = list(dict.fromkeys(queries))
-    parsed = {q for q in unique if "func_vqa" in q.lower()}  # shape() names the others 'table' unparsed
+    parsed = {q for q in unique if _names_vqa(q)}  # shape() names the others 'table' unparsed
     kept = {} if store is None else store.get("shape", options, parsed)
     for query in unique:
         try:
