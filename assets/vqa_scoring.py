@@ -160,7 +160,7 @@ def training_set(context: dg.AssetExecutionContext, pipeline_config: PipelineCon
         "rows": dg.MetadataValue.json(rows)})
 
 
-@dg.asset(key=MODEL_KEY, group_name=names.VQA_SCORING, code_version="2", kinds={"pytorch"}, owners=OWNERS,
+@dg.asset(key=MODEL_KEY, group_name=names.VQA_SCORING, code_version="3", kinds={"pytorch"}, owners=OWNERS,
           deps=[TRAINING_SET_KEY], check_specs=[dg.AssetCheckSpec(LEARNED_CHECK, asset=MODEL_KEY, description=(
               "The kept epoch's valid macro AUROC is above 0.5, the untrained model's (its prior alone); a warning "
               "otherwise. Reported by the training process (cli.vqa_worker) through Dagster Pipes."))],

@@ -94,7 +94,7 @@ class TrainResult:
         return self.vocab.attributes
 
 
-MODEL_CODE_VERSION = "1"  # bump when the network, loss or input preprocessing changes
+MODEL_CODE_VERSION = "2"  # bump when the network, loss or input preprocessing changes
 
 
 def data_version(config: TrainConfig, vocab: Vocab, train_ids: list[str], n_positive: int,
@@ -255,8 +255,9 @@ def save_model(result: TrainResult, path: Path) -> Path:
     plain = json.loads(json.dumps({"model_config": result.model.config, "vocab": result.vocab.to_dict(),
                                    "config": asdict(result.config), "curves": result.curves,
                                    "timings": result.timings}, default=str))  # weights_only-loadable
-    payload = {"format": FORMAT, "state_dict": {k: v.detach().cpu() for k, v in result.model.state_dict().items()},
-               **plain, "version": result.version, "best_epoch": result.best_epoch, "backbone": result.backbone}
+    state = {k: v.detach().cpu().contiguous() for k, v in result.model.state_dict().items()}  # any layout: NCHW
+    payload = {"format": FORMAT, "state_dict": state, **plain, "version": result.version,
+               "best_epoch": result.best_epoch, "backbone": result.backbone}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         torch.save(payload, tmp)
