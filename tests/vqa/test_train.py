@@ -104,6 +104,8 @@ def test_no_step_reads_memory_it_did_not_write(vqa_warehouse, vqa_trained, vqa_c
 
 
 def test_save_load_round_trip_predicts_identically(vqa_warehouse, vqa_trained, vqa_con, tmp_path):
+    import torch
+
     path = save_model(vqa_trained, tmp_path / "models" / "reference.pt")
     assert [p.name for p in path.parent.iterdir()] == ["reference.pt"]  # no temporary file left behind
     loaded = load_model(path)
@@ -113,6 +115,16 @@ def test_save_load_round_trip_predicts_identically(vqa_warehouse, vqa_trained, v
     p1 = predict(vqa_trained, vqa_con, vqa_warehouse.files_root, split="test")
     p2 = predict(loaded, vqa_con, vqa_warehouse.files_root, split="test")
     assert p1.relations.equals(p2.relations) and p1.images.equals(p2.images)
+    # the convolutions run channels-last (the faster layout on the CPU), trained and loaded alike; the file holds
+    # plain contiguous tensors, whatever the layout
+    convs = [k for k, v in vqa_trained.model.state_dict().items() if v.ndim == 4]
+    assert len(convs) == 8
+    for model in (vqa_trained.model, loaded.model):
+        state = model.state_dict()
+        assert all(state[k].is_contiguous(memory_format=torch.channels_last) and state[k].stride(1) == 1
+                   for k in convs)  # channels innermost (a one-channel tensor is also "contiguous")
+    saved = torch.load(path, weights_only=True)["state_dict"]
+    assert all(v.is_contiguous() for v in saved.values())
 
 
 def test_predictions_cover_every_pool_pair_of_every_boxed_object(vqa_warehouse, vqa_trained, vqa_con):
