@@ -98,6 +98,21 @@ def test_engines_are_kept_per_file_bounded_and_not_shared_with_a_forked_child(tm
     engines.dispose()
 
 
+def test_the_instance_databases_are_in_wal_mode_and_commit_without_waiting_for_the_disk(tmp_path):
+    """Every database of the instance (runs.db, schedules.db, the event log's index and each run's) is in WAL
+    mode, where synchronous = NORMAL (1) keeps it consistent after a crash; our connections use it, not FULL (2)."""
+    from ehrxqa_pipeline.cli.dagster_private import PooledSqliteStorage
+
+    storage = PooledSqliteStorage(str(tmp_path))
+    connections = [storage.event_log_storage._connect("index"), storage.event_log_storage._connect("run-a"),
+                   storage.run_storage.connect(), storage.schedule_storage.connect()]
+    for connection in connections:
+        with connection as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1
+    storage.dispose()
+
+
 def test_a_new_run_database_equals_the_one_dagster_makes_and_an_existing_one_is_kept(tmp_path):
     """A run's database is a copy of an empty one made by Dagster's own initialisation: the same tables, indexes,
     journal mode and Alembic revision as Dagster's storage writes for a new run; a file already there (another

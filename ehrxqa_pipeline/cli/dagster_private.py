@@ -190,8 +190,11 @@ class _Engines:
                 for engine in self._engines.values():
                     engine.dispose(close=False)
                 self._engines, self._pid = OrderedDict(), os.getpid()
-            engine = self._engines.pop(url, None) or sa.create_engine(
-                url, poolclass=sa.QueuePool, pool_size=1, max_overflow=-1, connect_args=self.connect_args)
+            engine = self._engines.pop(url, None)
+            if engine is None:
+                engine = sa.create_engine(url, poolclass=sa.QueuePool, pool_size=1, max_overflow=-1,
+                                          connect_args=self.connect_args)
+                sa.event.listen(engine, "connect", _commit_without_fsync)
             self._engines[url] = engine
             while len(self._engines) > self.keep:
                 self._engines.popitem(last=False)[1].dispose()
@@ -201,6 +204,21 @@ class _Engines:
         with self._lock:
             while self._engines:
                 self._engines.popitem()[1].dispose()
+
+
+def _commit_without_fsync(dbapi_connection, _record) -> None:
+    """``synchronous = NORMAL`` on a connection to one of the instance's databases, all of which Dagster makes in
+    WAL mode (runs.db, schedules.db, the event log's index and one per run): a commit appends to the write-ahead
+    log without waiting for the disk (fsync), which happens at each checkpoint instead. SQLite's recommended
+    setting for WAL: the database stays consistent after a crash of any process or of the machine; a power cut
+    may lose the last commits (the events of a build that then did not finish either). SQLite's default, FULL,
+    waits for the disk at each commit: 0.4 ms on the reference machine's disk against 0.04 ms, and several
+    thousand commits a build (about 5,800 in the small test build)."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA synchronous = NORMAL")
+    finally:
+        cursor.close()
 
 
 @contextmanager
