@@ -260,6 +260,11 @@ PRIVATE_USES = {
     "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage._connect": ("shard",),
     "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage._initdb": ("engine",),
     "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage.path_for_shard": ("run_id",),
+    "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage.has_table": ("table_name",),
+    "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage.has_secondary_index": ("name",),
+    "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage.has_asset_key_col": ("column_name",),
+    "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage._has_asset_key_col_on_connection":
+        ("conn", "column_name"),
     "dagster._core.storage.event_log.sqlite.sqlite_event_log:INDEX_SHARD_NAME": (),
     "dagster._core.storage.event_log.sqlite.sqlite_event_log:SqliteEventLogStorage.conn_string_for_shard": (
         "shard_name",),

@@ -113,6 +113,42 @@ def test_the_instance_databases_are_in_wal_mode_and_commit_without_waiting_for_t
     storage.dispose()
 
 
+def test_the_event_logs_schema_answers_are_kept_once_yes_asked_again_while_no_and_forgotten_by_a_wipe(tmp_path):
+    """Dagster's questions about the index database's schema (a table, an asset key column, a completed data
+    migration): a yes is kept (no database is opened to answer it again), a no is asked again each time, so a
+    table made meanwhile is seen; a wipe, which empties the migration table, forgets what was kept."""
+    import sqlite3
+
+    from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+
+    from ehrxqa_pipeline.cli.dagster_private import PooledSqliteEventLogStorage
+
+    ours, theirs = PooledSqliteEventLogStorage(str(tmp_path / "ours")), SqliteEventLogStorage(str(tmp_path / "x"))
+    questions = [("has_table", "asset_check_executions"), ("has_table", "no_such_table"),
+                 ("has_asset_key_col", "cached_status_data"), ("has_asset_key_col", "no_such_column"),
+                 ("has_secondary_index", "asset_key_index_columns"), ("has_secondary_index", "no_such_index")]
+    answers = [getattr(ours, method)(name) for method, name in questions]
+    assert answers == [getattr(theirs, method)(name) for method, name in questions] == [True, False] * 3
+
+    opened = []
+    real_get = ours._engines.get
+    ours._engines.get = lambda url: opened.append(url) or real_get(url)
+    assert ours.has_table("asset_check_executions") and ours.has_asset_key_col("cached_status_data")
+    assert ours.has_secondary_index("asset_key_index_columns")
+    assert opened == []  # the yeses kept
+    with sqlite3.connect(tmp_path / "ours" / "index.db") as con:
+        con.execute("CREATE TABLE no_such_table (x)")
+    assert ours.has_table("no_such_table") and len(opened) == 1  # the no asked again: now a yes
+
+    ours.wipe()
+    theirs.wipe()
+    assert {question for question, _ in ours._schema_has} == {"table"}  # only what the wipe itself asked again
+    assert [getattr(ours, method)(name) for method, name in questions[2:]] == \
+        [getattr(theirs, method)(name) for method, name in questions[2:]]
+    ours.dispose()
+    theirs.dispose()
+
+
 def test_a_new_run_database_equals_the_one_dagster_makes_and_an_existing_one_is_kept(tmp_path):
     """A run's database is a copy of an empty one made by Dagster's own initialisation: the same tables, indexes,
     journal mode and Alembic revision as Dagster's storage writes for a new run; a file already there (another
