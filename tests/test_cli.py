@@ -317,6 +317,24 @@ def test_the_private_dagster_api_is_as_this_module_uses_it():
             assert not missing, f"{use} no longer takes {missing} in dagster {dg.__version__}"
 
 
+def test_each_run_is_the_job_execute_in_process_would_run_and_shares_its_parents_snapshot():
+    """``dagster_private.execute`` runs a subset of the asset job made once per job (``_ephemeral``): the same
+    job snapshot as ``as_ephemeral_job`` with the selection (what ``execute_in_process`` runs), and the whole
+    job's snapshot, the parent every run records, worked out once, not at each run."""
+    import dagster as dg
+
+    from ehrxqa_pipeline.cli.dagster_private import _ephemeral
+    from ehrxqa_pipeline.definitions import defs
+
+    job = defs.resolve_implicit_global_asset_job_def()
+    selection = frozenset([dg.AssetKey(["cxr_cohort", "image_rules"])])
+    theirs = job.as_ephemeral_job(resource_defs={}, input_values={}, asset_selection=selection)
+    ours, again = (_ephemeral(job).get_subset(asset_selection=selection) for _ in range(2))
+    assert ours.get_job_snapshot_id() == theirs.get_job_snapshot_id() == again.get_job_snapshot_id()
+    assert ours.get_parent_job_snapshot() == theirs.get_parent_job_snapshot()
+    assert ours.get_parent_job_snapshot() is again.get_parent_job_snapshot()  # one parent, its snapshot made once
+
+
 def test_the_automation_is_evaluated_as_dagsters_helper_evaluates_it():
     """``dagster_private.evaluate_automation`` (`build --changed`'s rounds, the tests' replays) and
     ``dg.evaluate_automation_conditions`` request the same from the same cursor, and each continues from the

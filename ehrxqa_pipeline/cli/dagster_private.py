@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -78,14 +79,28 @@ def reconstructable_job(job_name: str = ASSET_JOB, working_directory: str | None
             .get_reconstructable_job(job_name))
 
 
+_EPHEMERAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _ephemeral(job: dg.JobDefinition) -> dg.JobDefinition:
+    """``job`` as ``execute_in_process`` runs it (``as_ephemeral_job``, no selection), made once per job: each
+    run's subset of it (``get_subset``, what ``as_ephemeral_job`` with a selection returns) then shares one
+    parent, whose job snapshot, which the run records, Dagster works out once instead of at every run (the
+    whole asset job's: about 0.3 s of CPU a run)."""
+    if job not in _EPHEMERAL:
+        _EPHEMERAL[job] = job.as_ephemeral_job(resource_defs={}, input_values={})
+    return _EPHEMERAL[job]
+
+
 def execute(job: dg.JobDefinition, instance: dg.DagsterInstance, asset_selection: Sequence[dg.AssetKey],
             partition_key: str | dg.PartitionKeyRange | None, tags: Mapping[str, str], run_config: Mapping,
             origin: Origin | None, on_run: Callable[[str], object] | None = None) -> dg.ExecuteInProcessResult:
     """``job.execute_in_process(asset_selection=..., partition_key=..., raise_on_error=False)``, the run
-    carrying ``origin`` (None: none, for definitions no code location holds, as in tests); ``on_run`` is called
-    with the run's id once the run exists, before it executes (with ``origin`` only). A
+    carrying ``origin`` (None: none, for definitions no code location holds, as in tests; the same path
+    otherwise); ``on_run`` is called with the run's id once the run exists, before it executes. A
     ``PartitionKeyRange``: one run of those partitions (assets with a single-run backfill policy), tagged as
-    Dagster tags a backfill's run of a range (execute_in_process takes no range)."""
+    Dagster tags a backfill's run of a range (execute_in_process takes no range). The run's job is a subset of
+    ``_ephemeral(job)``, as ``execute_in_process`` makes it."""
     from dagster._core.definitions.job_base import InMemoryJob
     from dagster._core.execution.api import ExecuteRunWithPlanIterable, create_execution_plan, job_execution_iterator
     from dagster._core.execution.context_creation_job import (
@@ -97,19 +112,18 @@ def execute(job: dg.JobDefinition, instance: dg.DagsterInstance, asset_selection
         tags = {**tags, ASSET_PARTITION_RANGE_START_TAG: partition_key.start,
                 ASSET_PARTITION_RANGE_END_TAG: partition_key.end}
         partition_key = None
-    if origin is None:
-        return job.execute_in_process(instance=instance, asset_selection=asset_selection, raise_on_error=False,
-                                      partition_key=partition_key, tags=dict(tags), run_config=dict(run_config))
     selection = list(asset_selection)
-    ephemeral = job.as_ephemeral_job(resource_defs={}, input_values={}, asset_selection=selection)
+    ephemeral = _ephemeral(job).get_subset(asset_selection=frozenset(selection))
     run_tags = merge_run_tags(  # validates the partition key and adds its tags
         job_def=job, partition_key=partition_key, tags=tags, asset_selection=selection, instance=instance,
         run_config=run_config)
     wrapped = InMemoryJob(job_def=ephemeral)
-    plan = create_execution_plan(wrapped, run_config=run_config, instance_ref=instance.get_ref())
+    plan = create_execution_plan(wrapped, run_config=run_config,
+                                 instance_ref=instance.get_ref() if instance.is_persistent else None)
     run = instance.create_run_for_job(job_def=ephemeral, run_config=run_config, tags={**job.run_tags, **run_tags},
                                       asset_selection=frozenset(selection), execution_plan=plan,
-                                      remote_job_origin=origin.remote, job_code_origin=origin.python)
+                                      remote_job_origin=origin and origin.remote,
+                                      job_code_origin=origin and origin.python)
     if on_run is not None:
         on_run(run.run_id)
     events = list(ExecuteRunWithPlanIterable(
