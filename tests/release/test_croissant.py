@@ -266,6 +266,31 @@ def test_a_field_reading_a_file_not_in_the_distribution_is_an_error(release, off
     assert errors, "a source pointing at no FileObject must be reported"
 
 
+@pytest.mark.parametrize("change", ["reversed", "one_short"])
+def test_a_parquet_file_read_otherwise_than_its_json_is_an_error(release, offline, change, monkeypatch):
+    """The reader check: a test split's parquet file (its sha256 in croissant.json kept true) whose records come
+    in another order (the first one read through mlcroissant differs), or one short (past the one record read:
+    the count is the parquet file's)."""
+    import pyarrow.parquet as pq
+
+    from ehrxqa_pipeline.release.digest import sha256_file
+
+    monkeypatch.setattr(croissant, "READ_RECORDS", 1)
+    rel = croissant.parquet_file("ehrxqa", "test")
+    table = pq.read_table(release / rel)
+    assert table.num_rows > 1
+    table = table[::-1] if change == "reversed" else table.slice(0, table.num_rows - 1)
+    pq.write_table(table, release / rel)
+    doc = _doc(release)
+    next(f for f in doc["distribution"] if f.get("contentUrl") == rel)["sha256"] = sha256_file(release / rel)
+    (release / croissant.CROISSANT_FILE).write_text(croissant.dumps(doc))
+    n = json.loads((release / "ehrxqa" / "test.json").read_text())
+    assert _errors(croissant.validate(release)) == [
+        f"error: ehrxqa_test: {rel} holds {table.num_rows} records, ehrxqa/test.json {len(n)}, or mlcroissant read "
+        "its first 1 in another order or with other id values: "
+        "rematerialize release/hf, then release/croissant"]
+
+
 def test_no_croissant_file_is_an_error(tmp_path):
     assert _errors(croissant.validate(tmp_path)) == [
         f"error: {croissant.CROISSANT_FILE} is missing from {tmp_path.name}/: materialize release/croissant"]
