@@ -207,14 +207,20 @@ def cmd_build(args) -> int:
                   "did not finish (killed?): cleaning up after it")
         _clean_leftovers(settings)
         prepare_instance(settings)
-        _configure_pools()
-        ensure_source(settings)
-        from ehrxqa_pipeline import definitions, gc_settings
+        import dagster as dg
 
-        definitions.defs.resolve_asset_graph()  # loaded and resolved first: then outside the collector's walks
-        gc_settings.for_many_steps()
-        with steps_run_alone():  # the build runs one step at a time in this process
-            summary = build(settings, select=args.select, changed=args.changed, run_config=run_config)
+        from ehrxqa_pipeline.cli.instance import configure_pools
+
+        with dg.DagsterInstance.get() as instance:  # one for the whole command: each opening checks the schema
+            configure_pools(instance)
+            ensure_source(settings)
+            from ehrxqa_pipeline import definitions, gc_settings
+
+            definitions.defs.resolve_asset_graph()  # loaded and resolved first: then outside the collector's walks
+            gc_settings.for_many_steps()
+            with steps_run_alone():  # the build runs one step at a time in this process
+                summary = build(settings, select=args.select, changed=args.changed, run_config=run_config,
+                                instance=instance)
     print(format_summary(summary, settings))
     return 0 if summary.success else 1
 
