@@ -37,11 +37,14 @@ of croissant.json, so nothing is downloaded).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
+
+import pyarrow.parquet as pq
 
 from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.questions.ehrxqa.records import FIELD_DICTIONARY as EHRXQA_FIELDS
@@ -334,7 +337,7 @@ def check_files(release_dir: Path, doc: Mapping) -> list[str]:
     return problems
 
 
-READ_SPLIT = "test"  # the record sets the check reads through mlcroissant (all of them: minutes at full scale)
+READ_SPLIT = "test"  # the split whose record sets the check reads through mlcroissant
 # Of each, the records read through mlcroissant: enough to show its reader reads the parquet file as the metadata
 # describes it. Every record through it took 2.7 s of the demo's release/croissant (4,146 + 1,338, one Python
 # object per record), which a gold edit re-runs; the record count comes from the parquet file's footer, and
@@ -346,10 +349,6 @@ def _check_reader(dataset, release_dir: Path) -> list[str]:
     """mlcroissant's own reader, on the local files: the answer vocabulary, and the first ``READ_RECORDS`` of
     each dataset's test records, which must be the JSON file's (keys in order), as must the parquet file's count
     of records (``hf``'s check compares every value)."""
-    import itertools
-
-    import pyarrow.parquet as pq
-
     rel = "mimic-cxr-vqa/answer_vocabulary.json"
     try:
         got = [r[f"{VOCABULARY_ID}/answer"] for r in dataset.records(VOCABULARY_ID)]
