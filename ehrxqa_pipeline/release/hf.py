@@ -33,7 +33,8 @@ not read again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,18 +209,28 @@ def records_sql(export: Export) -> str:
             "AS _problems FROM r")
 
 
-def read_records(path: Path, export: Export) -> pa.Table:
+@contextmanager
+def _duckdb(con: duckdb.DuckDBPyConnection | None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """``con``, or an in-memory database of its own for one call (starting one takes about 13 ms: a caller that
+    reads several files passes one)."""
+    if con is not None:
+        yield con
+        return
+    with duckdb.connect() as own:
+        yield own
+
+
+def read_records(path: Path, export: Export, con: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
     """The records of the JSON file ``path`` (a JSON list) as a table of ``export.schema``, in the file's order.
-    Raises ``RecordError`` (file, record position, field) when a record does not fit."""
+    Raises ``RecordError`` (file, record position, field) when a record does not fit. ``con``: an in-memory
+    DuckDB connection to read with (else one of its own)."""
     path = Path(path)
-    con = duckdb.connect()
     try:
-        frame = con.execute(records_sql(export), [str(path)]).fetch_arrow_table()
+        with _duckdb(con) as db:
+            frame = db.execute(records_sql(export), [str(path)]).fetch_arrow_table()
     except duckdb.Error as e:
         raise RecordError(f"{path}: not a JSON list of {export.folder} records ({e}); rebuild it "
                           f"(materialize its release asset)") from e
-    finally:
-        con.close()
     bad = pc.indices_nonzero(pc.greater(pc.list_value_length(frame["_problems"]), 0))
     if len(bad):
         first = bad[0].as_py()
@@ -343,32 +354,39 @@ def write_export(release_dir: Path, sources: Mapping, code: Mapping, memo: Path 
     a split whose inputs and parquet file are as it remembers is left as it is (module docstring)."""
     release_dir, done = Path(release_dir), OutputMemo(memo)
     out: dict[str, dict[str, dict]] = {}
-    for folder, export in EXPORTS.items():
-        target, written = release_dir / OUT_DIR / folder, {}
-        for split in SPLITS:
-            source, parquet = release_dir / folder / f"{split}.json", target / f"{split}.parquet"
-            if not source.is_file():
-                raise FileNotFoundError(f"{source}: missing; materialize the {folder} release before release/hf")
-            name, inputs = f"{folder}/{split}", combine(file_digest(source), _CODE)
-            facts = done.kept(name, inputs, parquet)
-            if facts is None:
-                frame = read_records(source, export)
-                write_parquet(frame, parquet)
-                facts = done.record(name, inputs, file_digest(parquet), {
-                    "rows": frame.num_rows, "compared": compare(release_dir, export, split)})
-            written[split] = {"rows": facts["rows"], "bytes": parquet.stat().st_size, "compared": facts["compared"]}
-        card = write_text(target / CARD_FILE, render_card(export, {s: w["rows"] for s, w in written.items()},
-                                                          sources, code))
-        out[folder] = {**written, "card": {"path": str(card), "bytes": card.stat().st_size}}
+    with duckdb.connect() as con:  # one in-memory database reads every split
+        for folder, export in EXPORTS.items():
+            out[folder] = _export(release_dir, folder, export, done, sources, code, con)
     done.save()
     return out
+
+
+def _export(release_dir: Path, folder: str, export: Export, done: OutputMemo, sources: Mapping, code: Mapping,
+            con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
+    """One dataset of ``write_export``: its splits (each converted unless ``done`` keeps it) and its card."""
+    target, written = release_dir / OUT_DIR / folder, {}
+    for split in SPLITS:
+        source, parquet = release_dir / folder / f"{split}.json", target / f"{split}.parquet"
+        if not source.is_file():
+            raise FileNotFoundError(f"{source}: missing; materialize the {folder} release before release/hf")
+        name, inputs = f"{folder}/{split}", combine(file_digest(source), _CODE)
+        facts = done.kept(name, inputs, parquet)
+        if facts is None:
+            frame = read_records(source, export, con)
+            write_parquet(frame, parquet)
+            facts = done.record(name, inputs, file_digest(parquet), {
+                "rows": frame.num_rows, "compared": compare(release_dir, export, split, con)})
+        written[split] = {"rows": facts["rows"], "bytes": parquet.stat().st_size, "compared": facts["compared"]}
+    card = write_text(target / CARD_FILE, render_card(export, {s: w["rows"] for s, w in written.items()},
+                                                      sources, code))
+    return {**written, "card": {"path": str(card), "bytes": card.stat().st_size}}
 
 
 # What else a split's conversion depends on: this module (its schema and writer options) and the libraries.
 _CODE = combine(file_digest(Path(__file__)), pa.__version__, duckdb.__version__)
 
 
-def compare(release_dir: Path, export: Export, split: str) -> dict:
+def compare(release_dir: Path, export: Export, split: str, con: duckdb.DuckDBPyConnection | None = None) -> dict:
     """The parquet file of ``export``'s ``split`` against its JSON file: record counts and how many records differ
     (``first``: up to 5 positions). Each side is written as canonical JSON by DuckDB, independently of
     ``read_records``: the JSON file's records as read, the parquet rows rebuilt as objects (JSON-text columns
@@ -377,14 +395,11 @@ def compare(release_dir: Path, export: Export, split: str) -> dict:
     source = release_dir / export.folder / f"{split}.json"
     parquet = release_dir / OUT_DIR / export.folder / f"{split}.parquet"
     rebuilt = ", ".join(f"'{n}', " + (f'json("{n}")' if k.as_json else f'"{n}"') for n, k in export.fields)
-    con = duckdb.connect()
-    try:
-        want = con.execute("SELECT json(json)::VARCHAR AS r FROM read_json_objects(?, format = 'array')",
-                           [str(source)]).fetch_arrow_table()["r"]
-        got = con.execute(f"SELECT json_object({rebuilt})::VARCHAR AS r FROM read_parquet(?)",
-                          [str(parquet)]).fetch_arrow_table()["r"]
-    finally:
-        con.close()
+    with _duckdb(con) as db:
+        want = db.execute("SELECT json(json)::VARCHAR AS r FROM read_json_objects(?, format = 'array')",
+                          [str(source)]).fetch_arrow_table()["r"]
+        got = db.execute(f"SELECT json_object({rebuilt})::VARCHAR AS r FROM read_parquet(?)",
+                         [str(parquet)]).fetch_arrow_table()["r"]
     n = min(len(want), len(got))
     differ = pc.indices_nonzero(pc.invert(pc.fill_null(pc.equal(want[:n], got[:n]), False)))
     return {"json_records": len(want), "parquet_rows": len(got), "differing": len(differ) + abs(len(want) - len(got)),

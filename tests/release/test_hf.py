@@ -4,6 +4,7 @@ the same bytes, a record that does not fit the schema is named, and the asset ch
 
 import json
 import re
+import shutil
 
 import pyarrow.parquet as pq
 import pytest
@@ -69,11 +70,17 @@ def make_release(root, records=RECORDS):
     return release
 
 
-@pytest.fixture
-def release(tmp_path):
-    folder = make_release(tmp_path)
+@pytest.fixture(scope="module")
+def built_release(tmp_path_factory):
+    folder = make_release(tmp_path_factory.mktemp("hf"))
     hf.write_export(folder, SOURCES, CODE)
     return folder
+
+
+@pytest.fixture
+def release(built_release, tmp_path):
+    """A copy of the module's exported release for each test to change."""
+    return shutil.copytree(built_release, tmp_path / "release")
 
 
 def test_the_schemas_name_every_record_field():
@@ -166,7 +173,7 @@ def test_a_split_whose_json_file_is_unchanged_is_not_converted_again(tmp_path, m
     release, memo = make_release(tmp_path / "r"), tmp_path / "cache" / "hf.json"
     first = hf.write_export(release, SOURCES, CODE, memo=memo)
     read, real = [], hf.read_records
-    monkeypatch.setattr(hf, "read_records", lambda path, export: read.append(path) or real(path, export))
+    monkeypatch.setattr(hf, "read_records", lambda path, *args: read.append(path) or real(path, *args))
     assert hf.write_export(release, SOURCES, CODE, memo=memo) == first and read == []
     edited = json.loads((release / "ehrxqa" / "test.json").read_text())
     edited[0]["question"] += " (edited)"
