@@ -2,7 +2,11 @@
 local file only (never downloaded) with the SHA-256 of their bytes, the clear errors of a bad file, the probe
 trained beside the reference model in the same worker task without changing it, and its predictions answering
 through the reference model's answering code. Random-init torchvision weights stand in for pretrained ones.
-Its round trip through Dagster (tables, scores, manifest) is in tests/test_end_to_end.py."""
+Its round trip through Dagster (tables, scores, manifest) is in tests/test_end_to_end.py.
+
+torch (and ``vqa.backbone``, which imports it) is imported inside the tests that use it: at module level,
+collecting the suite made every xdist worker import it (2.6 s of each worker's start), whether or not it ran one
+of them."""
 
 from __future__ import annotations
 
@@ -13,19 +17,20 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
-import torch
 
 from ehrxqa_pipeline.config import Environment, SettingError
-from ehrxqa_pipeline.vqa.backbone import PretrainedModel
 from tests.vqa.conftest import tiny_config
 
 
 def _save(state: dict, path: Path) -> Path:
+    import torch
+
     torch.save(state, path)
     return path
 
 
 def _resnet18() -> dict:
+    import torch
     import torchvision
 
     torch.manual_seed(1)
@@ -86,6 +91,10 @@ def test_the_resource_takes_explicit_values_over_the_environment(resnet18_file, 
 
 
 def test_weights_load_from_the_file_with_the_sha256_of_its_bytes(resnet18_file, no_download):
+    import torch
+
+    from ehrxqa_pipeline.vqa.backbone import PretrainedModel
+
     model = PretrainedModel(3, 4, "resnet18")
     facts = model.load_backbone(resnet18_file)
     assert facts == {"module": "pretrained_resnet18", "architecture": "resnet18", "weights_file": "resnet18.pt",
@@ -105,7 +114,10 @@ def test_weights_load_from_the_file_with_the_sha256_of_its_bytes(resnet18_file, 
 
 def test_torchxrayvision_style_weights_load_and_are_marked_a_leakage_risk(tmp_path, no_download):
     """One-channel stem, a classifier of another size and ``op_threshs``: torchxrayvision's DenseNet state_dict."""
+    import torch
     import torchvision
+
+    from ehrxqa_pipeline.vqa.backbone import PretrainedModel
 
     net = torchvision.models.densenet121(weights=None)
     net.features.conv0 = torch.nn.Conv2d(1, 64, 7, 2, 3, bias=False)
@@ -117,6 +129,10 @@ def test_torchxrayvision_style_weights_load_and_are_marked_a_leakage_risk(tmp_pa
 
 @pytest.mark.parametrize("case", ["missing", "not_torch", "not_a_state_dict", "other_architecture", "wrong_shape"])
 def test_a_file_that_does_not_fit_names_the_variable_the_file_and_the_fix(case, tmp_path, resnet18_file):
+    import torch
+
+    from ehrxqa_pipeline.vqa.backbone import PretrainedModel
+
     path = tmp_path / "w.pt"
     arch = "resnet18"
     if case == "not_torch":
@@ -141,6 +157,8 @@ def test_a_file_that_does_not_fit_names_the_variable_the_file_and_the_fix(case, 
 @pytest.mark.slow  # trains the reference model and the probe (tests/vqa/test_train.py's tier): not in `make test-fast`
 def test_the_worker_trains_the_probe_beside_an_unchanged_reference_and_predicts_with_both(
         vqa_warehouse, resnet18_file, tmp_path, no_download):
+    import torch
+
     from ehrxqa_pipeline.vqa.modules import ReferenceModule, answer_mimic_cxr_vqa
     from ehrxqa_pipeline.vqa.predictions import Predictions
     from ehrxqa_pipeline.vqa.train import load_model
