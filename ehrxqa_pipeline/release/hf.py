@@ -210,7 +210,7 @@ def records_sql(export: Export) -> str:
 
 
 @contextmanager
-def _duckdb(con: duckdb.DuckDBPyConnection | None) -> Iterator[duckdb.DuckDBPyConnection]:
+def _connection(con: duckdb.DuckDBPyConnection | None) -> Iterator[duckdb.DuckDBPyConnection]:
     """``con``, or an in-memory database of its own for one call (starting one takes about 13 ms: a caller that
     reads several files passes one)."""
     if con is not None:
@@ -226,7 +226,7 @@ def read_records(path: Path, export: Export, con: duckdb.DuckDBPyConnection | No
     DuckDB connection to read with (else one of its own)."""
     path = Path(path)
     try:
-        with _duckdb(con) as db:
+        with _connection(con) as db:
             frame = db.execute(records_sql(export), [str(path)]).fetch_arrow_table()
     except duckdb.Error as e:
         raise RecordError(f"{path}: not a JSON list of {export.folder} records ({e}); rebuild it "
@@ -395,7 +395,7 @@ def compare(release_dir: Path, export: Export, split: str, con: duckdb.DuckDBPyC
     source = release_dir / export.folder / f"{split}.json"
     parquet = release_dir / OUT_DIR / export.folder / f"{split}.parquet"
     rebuilt = ", ".join(f"'{n}', " + (f'json("{n}")' if k.as_json else f'"{n}"') for n, k in export.fields)
-    with _duckdb(con) as db:
+    with _connection(con) as db:
         want = db.execute("SELECT json(json)::VARCHAR AS r FROM read_json_objects(?, format = 'array')",
                           [str(source)]).fetch_arrow_table()["r"]
         got = db.execute(f"SELECT json_object({rebuilt})::VARCHAR AS r FROM read_parquet(?)",
