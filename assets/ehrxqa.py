@@ -161,7 +161,7 @@ def _questions_asset(which: str) -> dg.AssetsDefinition:
         context.log.info(f"sampling {len(CATALOG)} templates (cap {caps.cap(which)}) from the {which} database in "
                          f"{workers} process(es)")
         sample = sample_database(_databases(settings)[which], which, settings.seed, caps, workers=workers,
-                                 progress=context.log.info)
+                                 progress=context.log.info, memo=settings.cache_dir / f"ehrxqa_{which}_sample.json")
         frame = stored_frame(sample)
         reports = pl.DataFrame([r.row() for r in sample.reports], schema=REPORT_SCHEMA)
         settings_used = pl.DataFrame({"setting": list(asdict(caps)), "value": list(asdict(caps).values())},
@@ -194,7 +194,8 @@ def _consistency_check(which: str) -> dg.AssetChecksDefinition:
         frame = _questions(warehouse, databases=(which,))
         settings = pipeline_config.settings()
         mismatches = check_stored(frame, _databases(settings), workers=_workers(0, frame.height),
-                                  log=context.log.info, parse_store=settings.neuralsql_parse_store)
+                                  log=context.log.info, parse_store=settings.neuralsql_parse_store,
+                                  memo=settings.cache_dir / f"ehrxqa_{which}_check.json")
         shown = [{"template": m.index, "question": m.question, "gold": repr(m.gold), "neural": repr(m.neural),
                   "stored": repr(m.stored)} for m in mismatches[:SHOW_MISMATCHES]]
         return dg.AssetCheckResult(

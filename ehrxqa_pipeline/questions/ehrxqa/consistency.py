@@ -56,10 +56,12 @@ def check_item(item: FilledItem, conn: sqlite3.Connection, executor: NeuralSqlEx
 
 
 def check_items(items: list[FilledItem], conn: sqlite3.Connection, oracle: OracleModule | None = None,
-                parse_store: ParseStore | None = None) -> list[Mismatch]:
+                parse_store: ParseStore | None = None, images: bool = True) -> list[Mismatch]:
     """Mismatches of all items (empty = consistent). ``conn`` must see TB_CXR, TB_CXR_PLUS and PATIENTS.
-    ``parse_store``: where the NeuralSQL parses are kept between processes and builds (same results)."""
-    oracle = oracle or OracleModule(conn)
+    ``parse_store``: where the NeuralSQL parses are kept between processes and builds (same results).
+    Without ``images`` (table items, on a database without its answer sheet) no VQA module is made: a
+    NeuralSQL that calls FUNC_VQA is a mismatch."""
+    oracle = (oracle or OracleModule(conn)) if images else None
     executor = NeuralSqlExecutor(conn, oracle, parse_store=parse_store)
     executor.prefetch(i.neural_sql for i in items if not getattr(i.template, "impossible", False))
     return [m for m in (check_item(i, conn, executor) for i in items) if m is not None]

@@ -1,9 +1,10 @@
 """Value filler: instantiates EHRXQA image and image+table templates with values drawn from a database.
 
-``ImageFiller(conn)`` reads, once, the studies of TB_CXR (patient, study, time, hadm_id), the (object,
-attribute, category) pool and the positives of TB_CXR_PLUS; for image+table templates also, on first use,
-each patient's diagnoses, procedures and prescriptions (name, time, hadm_id), admission ages and genders.
-``conn`` must see TB_CXR_PLUS too (one database, or the answer sheet ATTACHed). ``fill(template, rng)``
+``ImageFiller(conn)`` reads, once, the studies of TB_CXR (patient, study, time, hadm_id); on first use the
+(object, attribute, category) pool and the positives of TB_CXR_PLUS, and for image+table templates each
+patient's diagnoses, procedures and prescriptions (name, time, hadm_id), admission ages and genders. For image
+and image+table templates ``conn`` must see TB_CXR_PLUS too (one database, or the answer sheet ATTACHed); table
+templates read the MIMIC-IV tables only. ``fill(template, rng)``
 draws values for one template (paper section 4.1.4, stages 1-4):
 - a patient with >= 1 study (>= 2 for 2-image templates; >= 1 event of the kind for image+table); study ids
   and event names of that patient;
@@ -71,16 +72,29 @@ class ImageFiller:
         self.by_patient: dict[int, list[tuple]] = {}
         for row in self.studies:
             self.by_patient.setdefault(row[0], []).append(row)
-        self.pairs = conn.execute("select distinct object, attribute, category from tb_cxr_plus where object is not "
-                                  "null and attribute is not null and category is not null "
-                                  "order by object, attribute").fetchall()
-        self.category_of = {a: c for _, a, c in self.pairs}
-        self.positives: dict[int, list[tuple]] = {}
-        for sid, o, a, c in conn.execute("select distinct study_id, object, attribute, category from tb_cxr_plus "
-                                         "where relation = 1 order by study_id, object, attribute"):
-            self.positives.setdefault(sid, []).append((o, a, c))
         self._containing: dict[str, tuple[TimeFilter, ...]] = {}
         self._resolved: dict[str, tuple] = {}  # a reference query -> the study ids it returns (``studies_of``)
+
+    # -- the answer sheet (TB_CXR_PLUS), read on first use: table templates never read it ---------------------
+    @cached_property
+    def pairs(self) -> list[tuple]:
+        """The (object, attribute, category) pool."""
+        return self.conn.execute("select distinct object, attribute, category from tb_cxr_plus where object is not "
+                                 "null and attribute is not null and category is not null "
+                                 "order by object, attribute").fetchall()
+
+    @cached_property
+    def category_of(self) -> dict[str, str]:
+        return {a: c for _, a, c in self.pairs}
+
+    @cached_property
+    def positives(self) -> dict[int, list[tuple]]:
+        """study id -> its positive (object, attribute, category) labels."""
+        out: dict[int, list[tuple]] = {}
+        for sid, o, a, c in self.conn.execute("select distinct study_id, object, attribute, category from "
+                                              "tb_cxr_plus where relation = 1 order by study_id, object, attribute"):
+            out.setdefault(sid, []).append((o, a, c))
+        return out
 
     # -- table events (image+table templates), read on first use -------------------------------------------
     @cached_property

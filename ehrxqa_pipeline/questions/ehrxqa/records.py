@@ -29,9 +29,11 @@ from ehrxqa_pipeline import atomic
 from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, Mismatch, check_items
 from ehrxqa_pipeline.questions.ehrxqa.item import RESOLVED_KEYS
-from ehrxqa_pipeline.questions.ehrxqa.sampling import SPLITS, DatabaseFiles, Sample, run_parallel
+from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo, table_scope
+from ehrxqa_pipeline.questions.ehrxqa.sampling import SPLITS, DatabaseFiles, Sample, kept_open, run_parallel
 from ehrxqa_pipeline.questions.ehrxqa.stats import modality, scope_axes
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
+from ehrxqa_pipeline.questions.neuralsql import OracleModule
 from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore
 
 DB_ID = "mimic_iv_cxr"
@@ -191,12 +193,12 @@ def stored_items(rows: list[dict]) -> list[FilledItem]:
     return out
 
 
-def _check_chunk(files: DatabaseFiles, rows: list[dict], parse_store: Path | None) -> list[Mismatch]:
-    conn = files.open()
-    try:
-        return check_items(stored_items(rows), conn, parse_store=parse_store and ParseStore(parse_store))
-    finally:
-        conn.close()
+def _check_chunk(files: DatabaseFiles, rows: list[dict], parse_store: Path | None, images: bool) -> list[Mismatch]:
+    """Worker: some items of one database; without ``images`` (table items) on the database alone, no VQA module.
+    The oracle is made once per process and database (``kept_open``)."""
+    kept = kept_open(files, answer_sheet=images)
+    return check_items(stored_items(rows), kept.conn, oracle=kept.once("oracle", OracleModule) if images else None,
+                       parse_store=parse_store and ParseStore(parse_store), images=images)
 
 
 def _equal_parts(rows: list, n: int) -> list[list]:
@@ -208,24 +210,48 @@ PROGRESS_CHUNKS = 8  # per database and worker: how often a long check reports p
 
 
 def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], workers: int = 1,
-                 log=None, parse_store: Path | None = None) -> list[Mismatch]:
+                 log=None, parse_store: Path | None = None, memo: Path | None = None) -> list[Mismatch]:
     """Mismatches of every stored item against the database it was drawn from (empty = consistent), in
     ``workers`` processes; ``log(message)`` after each chunk. A chunk holds whole runs of one template's items
     (a database's items by template, cut into equal parts): the items of a template share their query shapes,
     which each process parses once (``neuralsql.parser``), so a shape is parsed in one process, not in each.
-    ``parse_store``: the file of a ``ParseStore`` that the processes share (the NeuralSQL parses)."""
+    Table items run in chunks of their own, on the database without its answer sheet and with no VQA module.
+    ``parse_store``: the file of a ``ParseStore`` that the processes share (the NeuralSQL parses).
+    ``memo``: a JSON file (EHRXQA_HOME/cache) that keeps, per database, that its table items passed: the same
+    items on the same database file with the same code are not run again (``memo.ResultMemo``)."""
     _require_columns(frame, "ehrxqa.questions")
     rows = frame.sort("template_index", "split", "id").to_dicts()
     unknown = sorted({r["database"] for r in rows} - set(databases))
     if unknown:
         raise ValueError(f"ehrxqa.questions: items from databases {unknown} but no database files for them")
+    kept, passed = ResultMemo(memo), {}  # database -> (inputs, count) of its table items when they run here
     chunks = max(1, workers) * (PROGRESS_CHUNKS if log else 1)
-    jobs = [(files, part, parse_store) for name, files in databases.items()
-            for part in _equal_parts([r for r in rows if r["database"] == name], chunks) if part]
+    jobs, sides = [], []  # sides[k]: (database, images) of jobs[k]
+    for name, files in databases.items():
+        for images in (False, True):
+            part = [r for r in rows if r["database"] == name and table_scope(r["scope"]) != images]
+            if not images and part and kept.path is not None:
+                inputs = kept.inputs(files.database, [[r[c] for c in _CHECKED] for r in part])
+                if kept.get(f"{name}/table_items", inputs) == len(part):
+                    if log:
+                        log(f"{len(part):,} table items of the {name} database passed on this database before")
+                    continue
+                passed[name] = (inputs, len(part))
+            for chunk in _equal_parts(part, chunks):
+                if chunk:
+                    jobs.append((files, chunk, parse_store, images))
+                    sides.append((name, images))
     checked = 0
 
     def done(k: int, found: list) -> None:
         nonlocal checked
         checked += len(jobs[k][1])
         log(f"{checked:,} of {len(rows):,} items checked, {len(found)} mismatches in chunk {k + 1} of {len(jobs)}")
-    return [m for found in run_parallel(_check_chunk, jobs, workers, done if log else None) for m in found]
+    results = run_parallel(_check_chunk, jobs, workers, done if log else None)
+    for name, (inputs, count) in passed.items():
+        if not any(found for side, found in zip(sides, results) if side == (name, False)):
+            kept.put(f"{name}/table_items", inputs, count)
+    return [m for found in results for m in found]
+
+
+_CHECKED = ("template_index", "question", "gold_sql", "neural_sql", "answer")  # what ``stored_items`` reads

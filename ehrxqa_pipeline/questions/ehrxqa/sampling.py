@@ -23,6 +23,10 @@ Entry points: ``sample_database(files, database, seed, caps, templates, workers)
 (what ehrxqa/silver and ehrxqa/gold each run), ``sample_ehrxqa(silver, gold, ...)`` of both (items as plain
 data in release order, one ``TemplateReport`` per template and database); ``sample_templates`` for one database.
 
+Table templates are drawn on the database without its answer sheet (they read no label), so a label edit re-draws
+only the others: ``sample_database(..., memo=path)`` keeps the table templates' items under the database file's
+content hash (``memo.py``). A worker process keeps its connection and filler across chunks (``kept_open``).
+
 ``open_database(db, answer_sheet)`` opens an exported database read-only with its answer sheet attached. A sheet
 without an index on study_id (exports before that index existed) is read through an indexed in-memory copy:
 without it every gold-SQL probe scans the whole sheet (tens of seconds per group question at full scale).
@@ -32,21 +36,26 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
+from ehrxqa_pipeline.hashing import stat_key
 from ehrxqa_pipeline.names import DATASET_SPLITS, SIDE_SPLITS
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, ImageFiller
+from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo, table_scope
 from ehrxqa_pipeline.questions.ehrxqa.table_pools import empty_pool_reason as table_empty_pool_reason
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import unanswerable_items
 from ehrxqa_pipeline.rng import generator
 
 DATABASES = ("silver", "gold")  # silver: train + valid, gold: test
+T = TypeVar("T")
 SPLITS = DATASET_SPLITS
 
 
@@ -142,19 +151,23 @@ class DatabaseFiles:
     database: Path
     answer_sheet: Path
 
-    def open(self) -> sqlite3.Connection:
-        return open_database(self.database, self.answer_sheet)
+    def open(self, answer_sheet: bool = True) -> sqlite3.Connection:
+        """The database, with its answer sheet unless ``answer_sheet`` is false (what table templates run on)."""
+        return open_database(self.database, self.answer_sheet if answer_sheet else None)
 
 
-def open_database(database: str | Path, answer_sheet: str | Path) -> sqlite3.Connection:
-    """A read-only connection to an exported mimic_iv_cxr.db that also sees TB_CXR_PLUS (indexed copy)."""
-    paths = {"database": Path(database), "answer sheet": Path(answer_sheet)}
+def open_database(database: str | Path, answer_sheet: str | Path | None) -> sqlite3.Connection:
+    """A read-only connection to an exported mimic_iv_cxr.db that also sees TB_CXR_PLUS (indexed copy); with
+    ``answer_sheet`` None, the database alone (a query that reads TB_CXR_PLUS fails: no such table)."""
+    paths = {"database": Path(database), **({} if answer_sheet is None else {"answer sheet": Path(answer_sheet)})}
     for what, path in paths.items():
         if not path.is_file():
             raise FileNotFoundError(f"EHRXQA {what} not found: {path}. Materialize the ehr_db assets first "
                                     "(`ehrxqa build --select group:ehr_db`).")
     conn = sqlite3.connect(f"{paths['database'].resolve().as_uri()}?mode=ro", uri=True)
     conn.execute("PRAGMA temp_store = MEMORY")
+    if answer_sheet is None:
+        return conn
     conn.execute("ATTACH DATABASE ? AS sheet", [f"{paths['answer sheet'].resolve().as_uri()}?mode=ro"])
     tables = {r[0] for r in conn.execute("SELECT name FROM sheet.sqlite_master WHERE type = 'table'")}
     if "tb_cxr_plus" not in tables:
@@ -222,12 +235,13 @@ def sample_template(filler: ImageFiller, template, rng: np.random.Generator, cap
     return kept, report
 
 
-def sample_templates(conn: sqlite3.Connection, database: str, seed: int, caps: SamplingCaps,
+def sample_templates(conn: sqlite3.Connection | ImageFiller, database: str, seed: int, caps: SamplingCaps,
                      templates: Sequence) -> tuple[dict[int, list[SampledItem]], list[TemplateReport]]:
-    """Kept items per template index (split still unset: '') and one report per template, for one database."""
+    """Kept items per template index (split still unset: '') and one report per template, for one database;
+    ``conn``: a connection to it, or a filler already made on one."""
     if database not in DATABASES:
         raise ValueError(f"database must be one of {DATABASES}, got {database!r}")
-    filler = ImageFiller(conn)
+    filler = conn if isinstance(conn, ImageFiller) else ImageFiller(conn)
     items, reports = {}, []
     for t in templates:
         rng = generator(seed, f"ehrxqa.sample.{database}.{t.index}")
@@ -237,13 +251,53 @@ def sample_templates(conn: sqlite3.Connection, database: str, seed: int, caps: S
     return items, reports
 
 
+@dataclass
+class KeptConnection:
+    """A process's connection to a database's files and what was made on it (``kept_open``)."""
+
+    stats: list  # the files' stat keys when it was opened
+    conn: sqlite3.Connection
+    made: dict = field(default_factory=dict)
+    pid: int = field(default_factory=os.getpid)  # a forked child opens its own (SQLite: no connection across fork)
+
+    def once(self, name: str, make: Callable[[sqlite3.Connection], T]) -> T:
+        """``make(conn)``, made on the first call with ``name``; it must depend on the files' content only."""
+        if name not in self.made:
+            self.made[name] = make(self.conn)
+        return self.made[name]
+
+
+_KEPT: dict[tuple, KeptConnection] = {}  # (files, answer_sheet) -> this process's connection, the latest last
+KEPT_OPEN = 2  # connections a process keeps: a step's database with and without its answer sheet
+
+
+def kept_open(files: DatabaseFiles, answer_sheet: bool) -> KeptConnection:
+    """``files.open(answer_sheet)``, kept open by this process while the files stay as they are (size, mtime,
+    ctime, inode; else it is closed and opened again): the chunks of one step that a worker process runs share
+    the connection and what they make on it (the filler's pools, the oracle's labels: about a second a chunk at
+    full scale). Beyond ``KEPT_OPEN`` connections the oldest is closed."""
+    if any(k.pid != os.getpid() for k in _KEPT.values()):
+        _KEPT.clear()  # a forked child's copies of its parent's connections: left alone, never used
+    paths = [files.database, *([files.answer_sheet] if answer_sheet else [])]
+    if not all(Path(p).is_file() for p in paths):
+        files.open(answer_sheet)  # raises, naming the missing file and the fix
+    stats = [stat_key(Path(p).stat()) for p in paths]
+    kept = _KEPT.pop((files, answer_sheet), None)
+    if kept is not None and kept.stats != stats:
+        kept.conn.close()
+        kept = None
+    _KEPT[(files, answer_sheet)] = kept = kept or KeptConnection(stats, files.open(answer_sheet))
+    while len(_KEPT) > KEPT_OPEN:
+        _KEPT.pop(next(iter(_KEPT))).conn.close()
+    return kept
+
+
 def _sample_chunk(files: DatabaseFiles, database: str, seed: int, caps: SamplingCaps, indices: list[int]):
-    """Worker: one database, some templates (by index, so only plain data crosses processes)."""
-    conn = files.open()
-    try:
-        return sample_templates(conn, database, seed, caps, [BY_INDEX[i] for i in indices])
-    finally:
-        conn.close()
+    """Worker: one database, some templates (by index, so only plain data crosses processes); a chunk of table
+    templates runs on the database without its answer sheet."""
+    sheet = not all(table_scope(BY_INDEX[i].scope) for i in indices)
+    filler = kept_open(files, sheet).once("filler", ImageFiller)
+    return sample_templates(filler, database, seed, caps, [BY_INDEX[i] for i in indices])
 
 
 CHUNKS_PER_WORKER = 4  # template chunks per worker and database: progress is reported as each is done
@@ -312,18 +366,32 @@ def _check_templates(templates: Sequence) -> list[int]:
 
 
 def sample_database(files: DatabaseFiles, database: str, seed: int, caps: SamplingCaps = SamplingCaps(),
-                    templates: Sequence = CATALOG, workers: int = 1, progress=None) -> Sample:
+                    templates: Sequence = CATALOG, workers: int = 1, progress=None, memo: Path | None = None) -> Sample:
     """The items of one database (``DATABASES``): silver gives train and valid, gold gives test. Every
     template and database draws from its own generators, so one database is sampled without the other and
     gives the items ``sample_ehrxqa`` gives for it. ``workers`` > 1 samples template chunks in that many
-    processes; the result does not change. ``progress(message)`` is called as each chunk is done."""
+    processes; the result does not change. ``progress(message)`` is called as each chunk is done.
+    ``memo``: a JSON file (EHRXQA_HOME/cache) that keeps the table templates' items and reports: drawn from
+    the same database file with the same code, seed and caps, they are read from there (``memo.ResultMemo``);
+    the result does not change. A label edit changes the answer sheet only, so it re-draws the others alone."""
     if database not in DATABASES:
         raise ValueError(f"database must be one of {DATABASES}, got {database!r}")
     index = _check_templates(templates)
-    chunks = max(1, workers) * CHUNKS_PER_WORKER
-    jobs = [(files, database, seed, caps, index[k::chunks]) for k in range(chunks) if index[k::chunks]]
     items: dict[int, list[SampledItem]] = {}
     reports: dict[int, TemplateReport] = {}
+    tables = [i for i in index if table_scope(BY_INDEX[i].scope)]
+    kept = ResultMemo(memo if tables else None)
+    inputs = kept.inputs(files.database, seed, asdict(caps), database, tables) if kept.path else ""
+    if (hit := kept.get(f"{database}/table_templates", inputs)) is not None:
+        items.update({int(i): [SampledItem(**x) for x in got] for i, got in hit["items"].items()})
+        reports.update({r["template_index"]: TemplateReport(**r) for r in hit["reports"]})
+        if progress is not None:
+            progress(f"{database}: {len(tables)} table templates' items read from the memo (database unchanged)")
+    todo = [i for i in index if i not in reports]
+    chunks = max(1, workers) * CHUNKS_PER_WORKER
+    groups = [[i for i in todo if table_scope(BY_INDEX[i].scope)],  # each chunk all table templates or none
+              [i for i in todo if not table_scope(BY_INDEX[i].scope)]]
+    jobs = [(files, database, seed, caps, g[k::chunks]) for g in groups for k in range(chunks) if g[k::chunks]]
 
     def done(k: int, result) -> None:
         if progress is not None:
@@ -333,6 +401,10 @@ def sample_database(files: DatabaseFiles, database: str, seed: int, caps: Sampli
     for got, reps in run_parallel(_sample_chunk, jobs, workers, done):
         items.update(got)
         reports.update({r.template_index: r for r in reps})
+    if kept.path and hit is None:
+        kept.put(f"{database}/table_templates", inputs, {
+            "items": {str(i): [asdict(x) for x in items[i]] for i in tables},
+            "reports": [asdict(reports[i]) for i in tables]})
     per_split: dict[str, list[SampledItem]] = {s: [] for s in SIDE_SPLITS[database]}
     for i in index:
         for split, kept in _distribute(database, items[i], generator(seed, f"ehrxqa.split.{i}"), caps).items():

@@ -1,0 +1,75 @@
+"""The table templates' work kept between builds, so that a label edit redoes only what reads labels (issue 23).
+
+A table template (scopes TABLE-*) reads the database's MIMIC-IV tables and nothing of TB_CXR_PLUS: sampling and
+the consistency check run its items on a connection without the answer sheet attached (and, in the check,
+without a VQA module), where a query that read the answer sheet or asked an image question would fail. So what
+they produce is a function of the database file, the sampling code and the arguments alone. A label edit changes
+the answer sheet, never the database: the gold side's sampling and check then redo the image and image+table
+templates only (at full scale the table templates are about half of either step).
+
+``ResultMemo`` keeps one JSON value per name in a file under EHRXQA_HOME/cache, with a digest of everything it
+was made from (``inputs``); ``get`` answers only for those same inputs. ``code_digest()`` is the digest of the code
+that samples and checks: every source file of ``ehrxqa_pipeline.questions`` and the modules it imports from the
+package (``CODE_FILES``; a test checks that list against what sampling imports), numpy's version (the random
+streams) and SQLite's (the query results). A missing or damaged file is an empty memo; each ``put`` rewrites the
+file atomically.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from importlib import metadata
+from pathlib import Path
+
+from ehrxqa_pipeline.atomic import write_text
+from ehrxqa_pipeline.hashing import combine, file_digest
+
+_PACKAGE = Path(__file__).resolve().parents[2]  # ehrxqa_pipeline/
+# What sampling and the check run, relative to the package: the questions package and the modules it imports
+# from outside it (a test checks this list against what importing sampling and the check loads)
+CODE_FILES = ("questions", "rng.py", "names.py", "filters.py")
+
+
+@functools.cache
+def code_digest() -> str:
+    """The digest of the code that samples and checks (see the module docstring)."""
+    files = sorted(p for entry in CODE_FILES for p in ((_PACKAGE / entry).rglob("*.py") if (_PACKAGE / entry).is_dir()
+                                                         else [_PACKAGE / entry]))
+    return combine(*(f"{p.relative_to(_PACKAGE).as_posix()}:{file_digest(p)}" for p in files),
+                   metadata.version("numpy"), sqlite3.sqlite_version)
+
+
+def table_scope(scope: str) -> bool:
+    """Whether a template of ``scope`` reads the MIMIC-IV tables only (never TB_CXR_PLUS)."""
+    return scope.startswith("TABLE")
+
+
+class ResultMemo:
+    def __init__(self, path: Path | None):
+        self.path, self.entries = path, {}
+        if path is not None:
+            try:
+                entries = json.loads(Path(path).read_text())
+            except (FileNotFoundError, ValueError):  # none yet, or damaged: everything is done again
+                entries = {}
+            self.entries = entries if isinstance(entries, dict) else {}
+
+    @staticmethod
+    def inputs(database: Path, *arguments) -> str:
+        """The digest of a database file's content, the code (``code_digest``) and JSON-able ``arguments``."""
+        return combine(code_digest(), file_digest(database), json.dumps(arguments, sort_keys=True, default=str))
+
+    def get(self, name: str, inputs: str):
+        """The value put under ``name`` from ``inputs``; None when there is none or it was made from others."""
+        last = self.entries.get(name)
+        if self.path is None or not isinstance(last, dict) or last.get("inputs") != inputs:
+            return None
+        return last.get("value")
+
+    def put(self, name: str, inputs: str, value) -> None:
+        if self.path is None:
+            return
+        self.entries[name] = {"inputs": inputs, "value": value}
+        write_text(self.path, json.dumps(self.entries) + "\n")  # key order kept: values are records

@@ -1,0 +1,185 @@
+"""The table templates' work kept between builds (questions/ehrxqa/memo.py): a changed answer sheet re-draws and
+re-checks only the image templates' items, a changed database or a damaged memo everything, and the result is
+always the one a fresh run gives."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from ehrxqa_pipeline.ehr import ddl
+from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, records, sampling
+from ehrxqa_pipeline.questions.ehrxqa.memo import CODE_FILES, code_digest
+from ehrxqa_pipeline.questions.ehrxqa.records import check_stored, stored_frame
+from ehrxqa_pipeline.questions.ehrxqa.sampling import DatabaseFiles, SamplingCaps, sample_database
+
+TABLE = tuple(range(12))  # table templates that keep 2 items each on the table-template database
+IMAGE = (1001, 3000)  # image templates: an empty pool there (no study), drawn on the database with its sheet
+CAPS = SamplingCaps(train_valid=8, test=2)
+
+
+@pytest.fixture
+def files(table_db_path, tmp_path) -> DatabaseFiles:
+    """The table-template database without TB_CXR_PLUS, and an answer sheet file of its own."""
+    database, sheet = tmp_path / "mimic_iv_cxr.db", tmp_path / "tb_cxr_plus.db"
+    database.write_bytes(Path(table_db_path).read_bytes())
+    with sqlite3.connect(database) as c:
+        c.execute("DROP TABLE tb_cxr_plus")
+    with sqlite3.connect(sheet) as c:
+        c.execute(ddl.create_sql(ddl.ANSWER_TABLE, "sqlite"))
+        for statement in ddl.index_sql(ddl.ANSWER_TABLE):
+            c.execute(statement)
+    return DatabaseFiles(database, sheet)
+
+
+@pytest.fixture
+def drawn(monkeypatch) -> list[list[int]]:
+    """The template indices of each chunk sampled (in this process: workers=1)."""
+    calls, real = [], sampling._sample_chunk
+
+    def spy(files, database, seed, caps, indices):
+        calls.append(list(indices))
+        return real(files, database, seed, caps, indices)
+    monkeypatch.setattr(sampling, "_sample_chunk", spy)
+    return calls
+
+
+def _sample(files, memo=None):
+    return sample_database(files, "gold", 0, CAPS, templates=[BY_INDEX[i] for i in TABLE + IMAGE], memo=memo)
+
+
+def test_the_table_templates_come_from_the_memo_while_the_database_is_unchanged(files, drawn, tmp_path):
+    memo = tmp_path / "cache" / "sample.json"
+    first = _sample(files, memo)
+    assert sorted(i for chunk in drawn for i in chunk) == sorted(TABLE + IMAGE)
+    assert all(set(chunk) <= set(TABLE) or set(chunk) <= set(IMAGE) for chunk in drawn)  # never mixed
+    assert stored_frame(first).height == 2 * len(TABLE)
+
+    drawn.clear()
+    again = _sample(files, memo)
+    assert sorted(i for chunk in drawn for i in chunk) == sorted(IMAGE)
+    assert stored_frame(again).equals(stored_frame(first)) and again.reports == first.reports
+
+    with sqlite3.connect(files.answer_sheet) as c:  # a label edit: the answer sheet changes, the database not
+        c.execute("INSERT INTO tb_cxr_plus VALUES (0, 1, 11, 5, 'x', 'pa', '2104-01-12 00:00:00', 1, 'left lung', 1, "
+                  "'pneumonia', 'disease', NULL, NULL)")
+    drawn.clear()
+    edited = _sample(files, memo)
+    assert sorted(i for chunk in drawn for i in chunk) == sorted(IMAGE)
+    fresh = _sample(files)
+    assert stored_frame(edited).equals(stored_frame(fresh)) and edited.reports == fresh.reports
+
+
+def test_an_edited_database_or_a_damaged_memo_draws_everything_again(files, drawn, tmp_path):
+    memo = tmp_path / "sample.json"
+    _sample(files, memo)
+    with sqlite3.connect(files.database) as c:
+        assert c.execute("UPDATE prescriptions SET drug = 'warfarin' WHERE drug = 'heparin'").rowcount
+    drawn.clear()
+    edited = _sample(files, memo)
+    assert sorted(i for chunk in drawn for i in chunk) == sorted(TABLE + IMAGE)
+    assert stored_frame(edited).equals(stored_frame(_sample(files)))
+
+    memo.write_text(memo.read_text()[:100])  # cut short: an empty memo
+    drawn.clear()
+    assert stored_frame(_sample(files, memo)).equals(stored_frame(edited))
+    assert sorted(i for chunk in drawn for i in chunk) == sorted(TABLE + IMAGE)
+    _sample(files, memo)
+    json.loads(memo.read_text())  # written whole again
+
+
+def test_a_table_chunk_cannot_read_the_answer_sheet(files):
+    with pytest.raises(sqlite3.OperationalError, match="no such table: tb_cxr_plus"):
+        files.open(answer_sheet=False).execute("SELECT count(*) FROM tb_cxr_plus")
+    assert files.open().execute("SELECT count(*) FROM tb_cxr_plus").fetchone() == (0,)
+
+
+@pytest.fixture
+def checked(monkeypatch) -> list[tuple[int, bool]]:
+    """(items, images) of each chunk checked."""
+    calls, real = [], records._check_chunk
+
+    def spy(files, rows, parse_store, images):
+        calls.append((len(rows), images))
+        return real(files, rows, parse_store, images)
+    monkeypatch.setattr(records, "_check_chunk", spy)
+    return calls
+
+
+def test_the_check_runs_table_items_once_per_database_and_items(files, checked, tmp_path):
+    memo = tmp_path / "check.json"
+    frame = stored_frame(_sample(files))
+    assert check_stored(frame, {"gold": files}, memo=memo) == [] and checked == [(frame.height, False)]
+    checked.clear()
+    log = []
+    assert check_stored(frame, {"gold": files}, memo=memo, log=log.append) == [] and checked == []
+    assert log == [f"{frame.height} table items of the gold database passed on this database before"]
+
+    row = frame.row(0, named=True)  # a stale answer is other items: run, and found
+    tampered = frame.with_columns(answer=pl.when(pl.col("id") == row["id"]).then(pl.lit("[12345]"))
+                                  .otherwise(pl.col("answer")))
+    bad = check_stored(tampered, {"gold": files}, memo=memo)
+    assert [m.question for m in bad] == [row["question"]] and checked == [(frame.height, False)]
+    checked.clear()
+    assert len(check_stored(tampered, {"gold": files}, memo=memo)) == 1 and checked  # a failure is not kept
+
+    with sqlite3.connect(files.database) as c:  # the same items on an edited database: run again
+        c.execute("UPDATE patients SET gender = gender")
+        c.execute("CREATE TABLE edited (x)")
+    checked.clear()
+    check_stored(frame, {"gold": files}, memo=memo)
+    assert checked == [(frame.height, False)]
+
+
+def test_a_table_item_that_asks_an_image_question_fails_the_check(files):
+    frame = stored_frame(_sample(files))
+    with sqlite3.connect(files.database) as c:  # a study for the question to ask about
+        c.execute("INSERT INTO tb_cxr VALUES (0, 1, 11, 5, 'x', 'pa', '2104-01-12 00:00:00')")
+    image = 'select func_vqa("is there any abnormality?", tb_cxr.study_id) from tb_cxr'
+    wrong = frame.with_columns(neural_sql=pl.when(pl.col("id") == 0).then(pl.lit(image)).otherwise("neural_sql"))
+    (bad,) = check_stored(wrong, {"gold": files})
+    assert "NeuralSQL error" in str(bad.neural) and "no VQA module" in str(bad.neural)
+
+
+def test_the_code_digest_covers_what_sampling_and_the_check_import():
+    """Every module of the package that importing sampling and the check loads is in ``CODE_FILES``, apart
+    from the memo's own file plumbing and the stored rows' schema and formatting, which change no result."""
+    script = ("import sys, ehrxqa_pipeline.questions.ehrxqa.sampling, ehrxqa_pipeline.questions.ehrxqa.records; "
+              "print('\\n'.join(m.__file__ for n, m in sys.modules.items() if n.startswith('ehrxqa_pipeline')))")
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    package = Path(sampling.__file__).resolve().parents[2]
+    exempt = {"__init__.py", "atomic.py", "hashing.py", "markdown.py", "contracts"}
+    outside = sorted({Path(f).resolve().relative_to(package).parts[0] for f in loaded}
+                     - set(CODE_FILES) - exempt)
+    assert outside == []
+    assert (package / "__init__.py").read_text().strip() == ""
+    assert len(code_digest()) == 32
+
+
+def test_a_process_keeps_its_connection_and_what_it_made_while_the_files_stay(files):
+    made = []
+    first = sampling.kept_open(files, answer_sheet=True)
+    assert first.once("x", lambda conn: made.append(conn) or len(made)) == 1
+    again = sampling.kept_open(files, answer_sheet=True)
+    assert again is first and again.once("x", lambda conn: made.append(conn) or len(made)) == 1
+    assert sampling.kept_open(files, answer_sheet=False) is not first  # the database alone: another connection
+
+    with sqlite3.connect(files.answer_sheet) as c:  # edited: closed, opened again, made again
+        c.execute("CREATE TABLE edited (x)")
+    edited = sampling.kept_open(files, answer_sheet=True)
+    assert edited is not first and edited.once("x", lambda conn: made.append(conn) or len(made)) == 2
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        first.conn.execute("SELECT 1")
+
+    other = DatabaseFiles(files.answer_sheet, files.answer_sheet)  # a third: the oldest of the three is closed
+    sampling.kept_open(other, answer_sheet=True)
+    assert len(sampling._KEPT) == sampling.KEPT_OPEN and (files, False) not in sampling._KEPT
+    files.answer_sheet.unlink()
+    with pytest.raises(FileNotFoundError, match="EHRXQA answer sheet not found: .*tb_cxr_plus.db. Materialize"):
+        sampling.kept_open(files, answer_sheet=True)
