@@ -14,8 +14,9 @@ and ``vision`` (an OpenAI-compatible endpoint, when one is configured).
   image (``scoring.verify_items`` / ``verify_auroc``, pairs with >= ``min_positives`` positives).
 - EHRXQA test: execution accuracy of the gold NeuralSQL with each module as FUNC_VQA, per modality x
   patient scope (``scoring.score_ehrxqa``). Table items call no VQA module, so they run once and their
-  outcome is shared by every module (same result, a fifth of the time); so are the image items' first
-  passes, which no module's answer reaches yet (``scoring.first_pass_pairs``).
+  outcome is shared by every module (same result, a fifth of the time), and kept between builds while the gold
+  database, the items and the code are unchanged (``table_scores``); so are the image items' first passes
+  within a build, which no module's answer reaches yet (``scoring.first_pass_pairs``).
 - Paraphrase robustness (VQA-RAD): for the text-reading modules only (``prior_question_text``, ``vision``).
 
 Every module scored on a dataset also leaves its per-item answers (``Evaluation.predictions``), which the
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo
 from ehrxqa_pipeline.questions.neuralsql import OracleModule
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
 from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore
@@ -64,6 +66,7 @@ class EvaluationInputs:
     pools: pl.DataFrame | None = None  # paraphrase.pools (robustness phrasings)
     vision: Mapping | None = None  # OpenAIVisionModule kwargs
     parse_store: Path | None = None  # a questions.neuralsql.parse_store file: the EHRXQA items' parses kept
+    memo: Path | None = None  # a JSON file that keeps the EHRXQA table items' scores (``table_scores``)
 
 
 @dataclass
@@ -75,6 +78,19 @@ class Evaluation:
     # dataset ("mimic-cxr-vqa", "ehrxqa") -> module -> [{"id", "answer"}] per test item in release order
     # (MIMIC-CXR-VQA: id = idx, the position in test.json; EHRXQA: the record id): release/predictions/
     predictions: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
+
+
+def table_scores(x: EvaluationInputs, items: pl.DataFrame, store: ParseStore | None) -> dict:
+    """``score_ehrxqa`` of the table items, which call no VQA module: one result for every module. With
+    ``x.memo`` it is kept under content hashes of the gold database file, the items and the code
+    (``questions.ehrxqa.memo``), so a label edit, which changes the answer sheet only, does not run them again."""
+    memo = ResultMemo(x.memo)
+    inputs = memo.inputs(x.gold_database, str(x.images_root), items.rows(), code=("vqa",)) if x.memo else ""
+    if (kept := memo.get("gold/table_items", inputs)) is not None:
+        return {**kept, "answers": {int(i): answer for i, answer in kept["answers"].items()}}  # JSON keys: text
+    result = score_ehrxqa(x.gold_database, x.images_root, items, None, parse_store=store)
+    memo.put("gold/table_items", inputs, result)
+    return result
 
 
 def merge_ehrxqa(a: dict, b: dict) -> dict:
@@ -196,8 +212,7 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
     is_table = x.ehrxqa_items["modality"] == "table"
     log(f"EHRXQA test: {int(is_table.sum()):,} table items once, {int((~is_table).sum()):,} image items per module")
     store = x.parse_store and ParseStore(x.parse_store, warn=log)
-    table_part = score_ehrxqa(x.gold_database, x.images_root, x.ehrxqa_items.filter(is_table), None,
-                              parse_store=store)
+    table_part = table_scores(x, x.ehrxqa_items.filter(is_table), store)
     image_items = x.ehrxqa_items.filter(~is_table)
     first_pass = first_pass_pairs(x.gold_database, image_items, parse_store=store)  # shared by every module
     for name, module in ehrxqa_modules.items():

@@ -147,19 +147,24 @@ def test_a_table_item_that_asks_an_image_question_fails_the_check(files):
     assert "NeuralSQL error" in str(bad.neural) and "no VQA module" in str(bad.neural)
 
 
-def test_the_code_digest_covers_what_sampling_and_the_check_import():
-    """Every module of the package that importing sampling and the check loads is in ``CODE_FILES``, apart
-    from the memo's own file plumbing and the stored rows' schema and formatting, which change no result."""
-    script = ("import sys, ehrxqa_pipeline.questions.ehrxqa.sampling, ehrxqa_pipeline.questions.ehrxqa.records; "
+@pytest.mark.parametrize("modules, extra", [
+    (("ehrxqa_pipeline.questions.ehrxqa.sampling", "ehrxqa_pipeline.questions.ehrxqa.records"), ()),
+    (("ehrxqa_pipeline.vqa.scoring",), ("vqa",)),  # the scores' table items (vqa.evaluate.table_scores)
+])
+def test_the_code_digest_covers_what_the_kept_work_imports(modules, extra):
+    """Every module of the package that importing the memoised code loads is in ``CODE_FILES`` (with the
+    caller's ``extra``), apart from the memo's own file plumbing and the stored rows' schema and formatting,
+    which change no result."""
+    script = (f"import sys, {', '.join(modules)}; "
               "print('\\n'.join(m.__file__ for n, m in sys.modules.items() if n.startswith('ehrxqa_pipeline')))")
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
     package = Path(sampling.__file__).resolve().parents[2]
     exempt = {"__init__.py", "atomic.py", "hashing.py", "markdown.py", "contracts"}
     outside = sorted({Path(f).resolve().relative_to(package).parts[0] for f in loaded}
-                     - set(CODE_FILES) - exempt)
+                     - {*CODE_FILES, *extra} - exempt)
     assert outside == []
     assert (package / "__init__.py").read_text().strip() == ""
-    assert len(code_digest()) == 32
+    assert len(code_digest(extra)) == 32 and (code_digest(extra) == code_digest()) == (not extra)
 
 
 def test_a_process_keeps_its_connection_and_what_it_made_while_the_files_stay(files):

@@ -182,3 +182,35 @@ def test_modules_that_read_no_pixels_never_look_for_the_jpegs(tmp_path, monkeypa
     assert modules.answer_mimic_cxr_vqa(YesModule(), questions, images=images, images_root=tmp_path) == [["yes"]]
     assert modules.answer_mimic_cxr_vqa(Looks(), questions, images=images, images_root=tmp_path) == [["yes"]]
     assert roots == [None, tmp_path]
+
+
+def test_the_table_items_scores_are_kept_while_database_items_and_code_are_unchanged(inputs, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    import ehrxqa_pipeline.vqa.evaluate as ev
+
+    runs, real = [], ev.score_ehrxqa
+
+    def spy(database, images_root, items, module, **kw):
+        runs.append(module is None)
+        return real(database, images_root, items, module, **kw)
+    monkeypatch.setattr(ev, "score_ehrxqa", spy)
+    kept = replace(inputs, memo=tmp_path / "scores.json")
+    first = evaluate(kept, min_positives=1, robustness_k=2)
+    assert runs.count(True) == 1
+    runs.clear()
+    again = evaluate(kept, min_positives=1, robustness_k=2)
+    assert runs.count(True) == 0 and runs.count(False) == 5  # the modules' image items still run
+    ehrxqa = lambda e: {m: d["ehrxqa"] for m, d in e.details.items() if "ehrxqa" in d}  # noqa: E731
+    assert ehrxqa(again) == ehrxqa(first) and again.predictions == first.predictions and again.scores == first.scores
+    assert ehrxqa(again) == ehrxqa(evaluate(inputs, min_positives=1, robustness_k=2))  # as without a memo
+
+    runs.clear()  # other items (a stale answer): run again, and the outcome follows
+    table = inputs.ehrxqa_items["scope"].str.starts_with("TABLE")
+    first_table = inputs.ehrxqa_items.filter(table).row(0, named=True)
+    stale = inputs.ehrxqa_items.with_columns(answer=pl.when(pl.col("id") == first_table["id"]).then(pl.lit("[12345]"))
+                                             .otherwise(pl.col("answer")))
+    changed = evaluate(replace(kept, ehrxqa_items=stale), min_positives=1, robustness_k=2)
+    assert runs.count(True) == 1
+    assert changed.scores["yes"]["ehrxqa/n"] == first.scores["yes"]["ehrxqa/n"]
+    assert changed.details["yes"]["ehrxqa"]["correct"] == first.details["yes"]["ehrxqa"]["correct"] - 1

@@ -1,5 +1,8 @@
 """The table templates' work kept between builds, so that a label edit redoes only what reads labels (issue 23).
 
+Used by EHRXQA sampling and its consistency check (``sampling.sample_database``, ``records.check_stored``) and by
+the scores' table items (``vqa.evaluate.table_scores``, whose code digest adds ``vqa/``).
+
 A table template (scopes TABLE-*) reads the database's MIMIC-IV tables and nothing of TB_CXR_PLUS: sampling and
 the consistency check run its items on a connection without the answer sheet attached (and, in the check,
 without a VQA module), where a query that read the answer sheet or asked an image question would fail. So what
@@ -33,10 +36,11 @@ CODE_FILES = ("questions", "rng.py", "names.py", "filters.py")
 
 
 @functools.cache
-def code_digest() -> str:
-    """The digest of the code that samples and checks (see the module docstring)."""
-    files = sorted(p for entry in CODE_FILES for p in ((_PACKAGE / entry).rglob("*.py") if (_PACKAGE / entry).is_dir()
-                                                         else [_PACKAGE / entry]))
+def code_digest(extra: tuple[str, ...] = ()) -> str:
+    """The digest of the code that samples and checks (see the module docstring), with the ``extra`` files or
+    folders of the package (relative to it) of a caller that runs more, e.g. ("vqa",) for the scores."""
+    files = sorted(p for entry in (*CODE_FILES, *extra)
+                   for p in ((_PACKAGE / entry).rglob("*.py") if (_PACKAGE / entry).is_dir() else [_PACKAGE / entry]))
     return combine(*(f"{p.relative_to(_PACKAGE).as_posix()}:{file_digest(p)}" for p in files),
                    metadata.version("numpy"), sqlite3.sqlite_version)
 
@@ -57,9 +61,9 @@ class ResultMemo:
             self.entries = entries if isinstance(entries, dict) else {}
 
     @staticmethod
-    def inputs(database: Path, *arguments) -> str:
-        """The digest of a database file's content, the code (``code_digest``) and JSON-able ``arguments``."""
-        return combine(code_digest(), file_digest(database), json.dumps(arguments, sort_keys=True, default=str))
+    def inputs(database: Path, *arguments, code: tuple[str, ...] = ()) -> str:
+        """The digest of a database file's content, the code (``code_digest(code)``) and JSON-able ``arguments``."""
+        return combine(code_digest(code), file_digest(database), json.dumps(arguments, sort_keys=True, default=str))
 
     def get(self, name: str, inputs: str):
         """The value put under ``name`` from ``inputs``; None when there is none or it was made from others."""
