@@ -28,7 +28,7 @@ import polars as pl
 from ehrxqa_pipeline.paraphrase.pools import SPLIT_SIDE
 from ehrxqa_pipeline.paraphrase.templates import MIMIC_CXR_VQA
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
-from ehrxqa_pipeline.questions.neuralsql.vqa_modules import VqaModule, ask
+from ehrxqa_pipeline.questions.neuralsql.vqa_modules import VqaModule, ask, reads_pixels
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import phrasing_expr
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES
 from ehrxqa_pipeline.rng import generator
@@ -97,7 +97,8 @@ def paraphrase_robustness(modules: Mapping[str, VqaModule], phrased: pl.DataFram
             raise ValueError(f"module {name!r} answers from labels via the canonical wording; paraphrase "
                              "robustness is defined only for modules that read the question text")
     texts = phrased["question"].to_list()
-    refs = (image_refs(phrased["image_id"].to_list(), images, images_root) if images is not None
+    root = images_root if any(reads_pixels(m) for m in modules.values()) else None  # else no JPEG is looked for
+    refs = (image_refs(phrased["image_id"].to_list(), images, root) if images is not None
             else [None] * len(texts))
     out = {}
     for name, module in modules.items():

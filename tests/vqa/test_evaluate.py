@@ -183,6 +183,16 @@ def test_modules_that_read_no_pixels_never_look_for_the_jpegs(tmp_path, monkeypa
     assert modules.answer_mimic_cxr_vqa(Looks(), questions, images=images, images_root=tmp_path) == [["yes"]]
     assert roots == [None, tmp_path]
 
+    from ehrxqa_pipeline.vqa.robustness import paraphrase_robustness  # the phrasings' refs: the same rule
+    phrased = pl.DataFrame({"item": [0, 0], "question": ["is this female?", "is the patient female?"],
+                            "image_id": ["a", "a"]})
+    roots.clear()
+    paraphrase_robustness({"text": PriorQuestionText.fit(pl.DataFrame(
+        {"split": ["train"], "template_key": ["gender_1"], "question": ["is this female?"], "answer": [["yes"]]}))},
+        phrased, images=images, images_root=tmp_path)
+    paraphrase_robustness({"looks": Looks()}, phrased, images=images, images_root=tmp_path)
+    assert roots == [None, tmp_path]
+
 
 def test_the_table_items_scores_are_kept_while_database_items_and_code_are_unchanged(inputs, tmp_path, monkeypatch):
     from dataclasses import replace
