@@ -90,6 +90,18 @@ def write_json(path: str | Path, obj, indent: int | None = 2, sort_keys: bool = 
     return write_text(path, json.dumps(obj, indent=indent, sort_keys=sort_keys, ensure_ascii=ensure_ascii) + "\n")
 
 
+def read_json_object(path: str | Path | None) -> dict:
+    """The JSON object in ``path``; {} when there is none yet, it is damaged or not an object (a cache or memo
+    that reads as empty makes its step do the work again)."""
+    if path is None:
+        return {}
+    try:
+        obj = json.loads(Path(path).read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
 _TEMP = re.compile(r"^\..+\.[^.]+-\d+\.[0-9a-f]{8}\.tmp(\.wal)?$")  # _temp_path's names (and DuckDB's log)
 
 

@@ -12,19 +12,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ehrxqa_pipeline.atomic import write_text
+from ehrxqa_pipeline.atomic import read_json_object, write_text
 from ehrxqa_pipeline.hashing import file_digest
 
 
 class OutputMemo:
     def __init__(self, path: Path | None):
-        self.path, self.entries = path, {}
-        if path is not None:
-            try:
-                entries = json.loads(Path(path).read_text())
-            except (FileNotFoundError, ValueError):  # none yet, or damaged: every output is written
-                entries = {}
-            self.entries = entries if isinstance(entries, dict) else {}
+        self.path, self.entries = path, read_json_object(path)  # none yet, or damaged: every output is written
 
     def kept(self, name: str, inputs: str, file: Path) -> dict | None:
         """The facts recorded with ``name`` when ``inputs`` are those it was written from and ``file`` still

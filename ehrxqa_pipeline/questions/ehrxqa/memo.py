@@ -26,7 +26,7 @@ import sqlite3
 from importlib import metadata
 from pathlib import Path
 
-from ehrxqa_pipeline.atomic import write_text
+from ehrxqa_pipeline.atomic import read_json_object, write_text
 from ehrxqa_pipeline.hashing import combine, file_digest
 
 _PACKAGE = Path(__file__).resolve().parents[2]  # ehrxqa_pipeline/
@@ -52,13 +52,7 @@ def table_scope(scope: str) -> bool:
 
 class ResultMemo:
     def __init__(self, path: Path | None):
-        self.path, self.entries = path, {}
-        if path is not None:
-            try:
-                entries = json.loads(Path(path).read_text())
-            except (FileNotFoundError, ValueError):  # none yet, or damaged: everything is done again
-                entries = {}
-            self.entries = entries if isinstance(entries, dict) else {}
+        self.path, self.entries = path, read_json_object(path)  # none yet, or damaged: everything is done again
 
     @staticmethod
     def inputs(database: Path, *arguments, code: tuple[str, ...] = ()) -> str:
