@@ -120,7 +120,7 @@ class PriorQuestion:
     def __init__(self, by_template: dict[str, list[str]], most: PriorMost, objects: Iterable[str],
                  attributes: Iterable[str]):
         self.by_template, self.most = by_template, most
-        self.inverter = QuestionInverter(objects, attributes)
+        self.inverter = QuestionInverter.of(objects, attributes)
         self.fallbacks = 0
 
     @classmethod

@@ -10,6 +10,7 @@ import pytest
 
 from ehrxqa_pipeline.questions.neuralsql import (ImageRef, OracleModule, OracleQuestionError, QuestionInverter,
                                                  image_path, normalise_answer, resolve_images)
+from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import answers
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES, render_question
 from tests.neuralsql import AF, DEV, DIS, SID, STUDIES, TA, TL
@@ -75,6 +76,19 @@ def test_ambiguous_vocabulary_raises():
     assert inverter.invert("is there opacity in the left lung?")[0].key == "base_2"
     with pytest.raises(OracleQuestionError, match="ambiguous"):
         inverter.invert("are there both opacity and effusion and opacity in the left lung?")
+
+
+def test_one_inverter_per_vocabulary_in_a_process(oracle):
+    """The label modules of one vocabulary share an inverter (and what it has inverted); another vocabulary,
+    or another order of it, gets its own."""
+    objects, attributes = ["left lung", "right lung"], ["opacity", "effusion"]
+    shared = QuestionInverter.of(objects, attributes)
+    assert QuestionInverter.of(tuple(objects), iter(attributes)) is shared
+    assert QuestionInverter.of(objects[::-1], attributes) is not shared
+    assert QuestionInverter.of(objects, attributes).invert("is there opacity in the left lung?")[0].key == "base_2"
+    pairs = oracle.labels.pairs
+    assert LabelModule(oracle.labels).inverter is oracle.inverter is QuestionInverter.of(pairs["object"],
+                                                                                        pairs["attribute"])
 
 
 def test_image_refs_and_paths(db_path, tmp_path: Path):

@@ -20,6 +20,7 @@ question is a bug in the query that asked it.
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from collections import defaultdict
@@ -71,6 +72,12 @@ class QuestionInverter:
             self._patterns.append((t, pieces))
         self._memo: dict[str, tuple[VqaTemplate, dict[str, str]]] = {}
 
+    @classmethod
+    def of(cls, objects: Iterable[str], attributes: Iterable[str]) -> QuestionInverter:
+        """The inverter of this vocabulary, shared by every caller in the process (its answers depend on the
+        vocabulary alone): the scores' modules, which ask the same questions, invert each text once."""
+        return _shared_inverter(tuple(objects), tuple(attributes))
+
     @staticmethod
     def _parses(text: str, pieces: list, pos: int, args: dict) -> Iterator[dict]:
         if not pieces:
@@ -108,6 +115,11 @@ class QuestionInverter:
             raise OracleQuestionError(f"question {question!r} is ambiguous: {readings}")
         self._memo[text] = next(iter(found.values()))
         return self._memo[text]
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_inverter(objects: tuple[str, ...], attributes: tuple[str, ...]) -> QuestionInverter:
+    return QuestionInverter(objects, attributes)
 
 
 def load_answer_sheet(conn: sqlite3.Connection, table: str = "tb_cxr_plus", patients: str = "patients") -> VqaLabels:
@@ -148,7 +160,7 @@ class LabelModule:
 
     def __init__(self, labels: VqaLabels, name: str = "labels"):
         self.name, self.labels = name, labels
-        self.inverter = QuestionInverter(labels.pairs["object"], labels.pairs["attribute"])
+        self.inverter = QuestionInverter.of(labels.pairs["object"], labels.pairs["attribute"])
         img = labels.images
         self._ratios = {c: dict(zip(img["image_id"], img[c])) for c in ("ctr", "mtr")}
 
