@@ -51,6 +51,8 @@ def table_scope(scope: str) -> bool:
 
 
 class ResultMemo:
+    """Named results in one JSON file (``path``; None: nothing is kept), each with the digest of its inputs."""
+
     def __init__(self, path: Path | None):
         self.path, self.entries = path, read_json_object(path)  # none yet, or damaged: everything is done again
 
