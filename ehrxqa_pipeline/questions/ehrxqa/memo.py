@@ -8,7 +8,7 @@ the consistency check run its items on a connection without the answer sheet att
 without a VQA module), where a query that read the answer sheet or asked an image question would fail. So what
 they produce is a function of the database file, the sampling code and the arguments alone. A label edit changes
 the answer sheet, never the database: the gold side's sampling and check then redo the image and image+table
-templates only (at full scale the table templates are about half of either step).
+templates only (at full scale the table templates are about half of the sampling and a third of the check).
 
 ``ResultMemo`` keeps one JSON value per name in a file under EHRXQA_HOME/cache, with a digest of everything it
 was made from (``inputs``); ``get`` answers only for those same inputs. ``code_digest()`` is the digest of the code
