@@ -207,6 +207,7 @@ def _equal_parts(rows: list, n: int) -> list[list]:
 
 
 PROGRESS_CHUNKS = 8  # per database and worker: how often a long check reports progress
+_CHECKED = ("template_index", "question", "gold_sql", "neural_sql", "answer")  # what ``stored_items`` reads
 
 
 def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], workers: int = 1,
@@ -224,15 +225,15 @@ def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], wo
     unknown = sorted({r["database"] for r in rows} - set(databases))
     if unknown:
         raise ValueError(f"ehrxqa.questions: items from databases {unknown} but no database files for them")
-    kept, passed = ResultMemo(memo), {}  # database -> (inputs, count) of its table items when they run here
+    table_memo, passed = ResultMemo(memo), {}  # database -> (inputs, count) of its table items when they run here
     chunks = max(1, workers) * (PROGRESS_CHUNKS if log else 1)
     jobs, sides = [], []  # sides[k]: (database, images) of jobs[k]
     for name, files in databases.items():
         for images in (False, True):
             part = [r for r in rows if r["database"] == name and table_scope(r["scope"]) != images]
-            if not images and part and kept.path is not None:
-                inputs = kept.inputs(files.database, [[r[c] for c in _CHECKED] for r in part])
-                if kept.get(f"{name}/table_items", inputs) == len(part):
+            if not images and part and table_memo.path is not None:
+                inputs = table_memo.inputs(files.database, [[r[c] for c in _CHECKED] for r in part])
+                if table_memo.get(f"{name}/table_items", inputs) == len(part):
                     if log:
                         log(f"{len(part):,} table items of the {name} database passed on this database before")
                     continue
@@ -250,8 +251,5 @@ def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], wo
     results = run_parallel(_check_chunk, jobs, workers, done if log else None)
     for name, (inputs, count) in passed.items():
         if not any(found for side, found in zip(sides, results) if side == (name, False)):
-            kept.put(f"{name}/table_items", inputs, count)
+            table_memo.put(f"{name}/table_items", inputs, count)
     return [m for found in results for m in found]
-
-
-_CHECKED = ("template_index", "question", "gold_sql", "neural_sql", "answer")  # what ``stored_items`` reads

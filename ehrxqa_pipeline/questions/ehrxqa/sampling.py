@@ -55,7 +55,6 @@ from ehrxqa_pipeline.questions.ehrxqa.unanswerable import unanswerable_items
 from ehrxqa_pipeline.rng import generator
 
 DATABASES = ("silver", "gold")  # silver: train + valid, gold: test
-T = TypeVar("T")
 SPLITS = DATASET_SPLITS
 
 
@@ -251,6 +250,9 @@ def sample_templates(conn: sqlite3.Connection | ImageFiller, database: str, seed
     return items, reports
 
 
+T = TypeVar("T")
+
+
 @dataclass
 class KeptConnection:
     """A process's connection to a database's files and what was made on it (``kept_open``)."""
@@ -379,18 +381,18 @@ def sample_database(files: DatabaseFiles, database: str, seed: int, caps: Sampli
     index = _check_templates(templates)
     items: dict[int, list[SampledItem]] = {}
     reports: dict[int, TemplateReport] = {}
-    tables = [i for i in index if table_scope(BY_INDEX[i].scope)]
-    kept = ResultMemo(memo if tables else None)
-    inputs = kept.inputs(files.database, seed, asdict(caps), database, tables) if kept.path else ""
-    if (hit := kept.get(f"{database}/table_templates", inputs)) is not None:
+    is_table = {i: table_scope(BY_INDEX[i].scope) for i in index}
+    tables = [i for i in index if is_table[i]]
+    table_memo = ResultMemo(memo if tables else None)
+    inputs = table_memo.inputs(files.database, seed, asdict(caps), database, tables) if table_memo.path else ""
+    if (hit := table_memo.get(f"{database}/table_templates", inputs)) is not None:
         items.update({int(i): [SampledItem(**x) for x in got] for i, got in hit["items"].items()})
         reports.update({r["template_index"]: TemplateReport(**r) for r in hit["reports"]})
         if progress is not None:
             progress(f"{database}: {len(tables)} table templates' items read from the memo (database unchanged)")
-    todo = [i for i in index if i not in reports]
     chunks = max(1, workers) * CHUNKS_PER_WORKER
-    groups = [[i for i in todo if table_scope(BY_INDEX[i].scope)],  # each chunk all table templates or none
-              [i for i in todo if not table_scope(BY_INDEX[i].scope)]]
+    groups = [[i for i in tables if i not in reports],  # each chunk all table templates or none
+              [i for i in index if not is_table[i]]]
     jobs = [(files, database, seed, caps, g[k::chunks]) for g in groups for k in range(chunks) if g[k::chunks]]
 
     def done(k: int, result) -> None:
@@ -401,8 +403,8 @@ def sample_database(files: DatabaseFiles, database: str, seed: int, caps: Sampli
     for got, reps in run_parallel(_sample_chunk, jobs, workers, done):
         items.update(got)
         reports.update({r.template_index: r for r in reps})
-    if kept.path and hit is None:
-        kept.put(f"{database}/table_templates", inputs, {
+    if table_memo.path and hit is None:
+        table_memo.put(f"{database}/table_templates", inputs, {
             "items": {str(i): [asdict(x) for x in items[i]] for i in tables},
             "reports": [asdict(reports[i]) for i in tables]})
     per_split: dict[str, list[SampledItem]] = {s: [] for s in SIDE_SPLITS[database]}
