@@ -9,7 +9,7 @@ from assets.automation import ON_CHANGE, RELEASE_ON_CHANGE
 from assets import freshness
 from assets.freshness import out_of_date
 from assets.ehrxqa import sampling_run_config
-from ehrxqa_pipeline.cli.build import build, materialize
+from ehrxqa_pipeline.cli.build import build, materialize, requested_checks
 from ehrxqa_pipeline.cli.dagster_private import evaluate_automation
 from ehrxqa_pipeline.config import ENVIRONMENT, Settings
 from ehrxqa_pipeline import definitions
@@ -141,7 +141,9 @@ def _ticks(instance, cursor, graph_defs):
             return ticks, changed_all, cursor
         ticks.append(due)
         before = after if after is not None else data_versions(instance)  # nothing ran since the last tick's
-        summary = materialize([K.from_user_string(k) for k in due], instance, defs=graph_defs, run_config=SMALL_EHRXQA)
+        keys = [K.from_user_string(k) for k in due]  # and the checks of other assets it requested, as the sensor
+        summary = materialize(keys, instance, defs=graph_defs, run_config=SMALL_EHRXQA,
+                              checks=requested_checks(result, set(keys)))
         assert summary.success, summary.failures
         after = data_versions(instance)
         changed = {k for k in after if after[k] != before[k]}

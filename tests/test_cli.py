@@ -242,6 +242,7 @@ PRIVATE_USES = {
     "dagster._core.execution.context_creation_job:orchestration_context_event_generator": (),
     "dagster._core.execution.execute_in_process:merge_run_tags": ("job_def", "partition_key", "tags",
                                                                   "asset_selection", "instance", "run_config"),
+    "dagster._core.snap:snapshot_from_execution_plan": ("execution_plan", "pipeline_snapshot_id"),
     "dagster._core.storage.tags:ASSET_PARTITION_RANGE_START_TAG": (),
     "dagster._core.storage.tags:ASSET_PARTITION_RANGE_END_TAG": (),
     "dagster._core.definitions.asset_daemon_cursor:AssetDaemonCursor": (),
@@ -292,7 +293,7 @@ def _private_imports(path: Path) -> set[str]:
 def test_the_private_dagster_api_is_as_this_module_uses_it():
     """Issue 16 point 7: a Dagster upgrade that moves or changes a private symbol the CLI uses fails here, naming
     it, rather than in a user's build. The list above is the module's own imports (so it cannot go stale), and
-    the one method it calls with private keywords, ``DagsterInstance.create_run_for_job``, is checked too."""
+    the one method it calls with private keywords, ``DagsterInstance.create_run``, is checked too."""
     import importlib
     import inspect
 
@@ -302,9 +303,11 @@ def test_the_private_dagster_api_is_as_this_module_uses_it():
 
     imported = {module + ":" + name.split(".")[0] for module, name in (u.split(":") for u in PRIVATE_USES)}
     assert _private_imports(Path(dagster_private.__file__)) == imported
-    for use, keywords in [*PRIVATE_USES.items(), ("dagster:DagsterInstance.create_run_for_job", (
-            "job_def", "run_config", "tags", "asset_selection", "execution_plan", "remote_job_origin",
-            "job_code_origin")), ("dagster:EvaluateAutomationConditionsResult", (
+    for use, keywords in [*PRIVATE_USES.items(), ("dagster:DagsterInstance.create_run", (
+            "job_name", "run_id", "run_config", "status", "tags", "root_run_id", "parent_run_id",
+            "step_keys_to_execute", "execution_plan_snapshot", "job_snapshot", "parent_job_snapshot",
+            "asset_selection", "asset_check_selection", "resolved_op_selection", "op_selection", "remote_job_origin",
+            "job_code_origin", "asset_graph")), ("dagster:EvaluateAutomationConditionsResult", (
             "cursor", "results", "requested_subsets", "partition_loading_context"))]:
         module, name = use.split(":")
         obj = importlib.import_module(module)
@@ -382,6 +385,70 @@ def test_the_automation_is_evaluated_as_dagsters_helper_evaluates_it():
         written = dg.serialize_value(again["ours"].cursor)
         evaluate_automation(defs, instance, again["ours"].cursor)
         assert dg.serialize_value(again["ours"].cursor) == written
+
+
+def test_changed_evaluates_a_check_whose_additional_dependency_changed(tmp_path):
+    """A blocking check of ``child`` that also reads ``b`` is requested when only ``b`` changes (the check's
+    condition: a dependency will be materialized); the sensor's run evaluates it against the new ``b``, and so
+    does `build --changed` (``_Runner.run_changed``): passed, then failed, which fails the round and holds
+    ``child``'s downstream. Before, the round ran ``b`` alone and reported success."""
+    import dagster as dg
+
+    from assets.automation import ON_CHANGE, WITH_ITS_ASSET
+    from ehrxqa_pipeline.cli.build import _Runner, _save_evaluation
+
+    verdict = tmp_path / "b.txt"
+
+    def definitions(b_version: str) -> dg.Definitions:
+        @dg.asset(automation_condition=ON_CHANGE, code_version=b_version)
+        def b() -> dg.MaterializeResult:
+            return dg.MaterializeResult(data_version=dg.DataVersion(verdict.read_text()))
+
+        @dg.asset(automation_condition=ON_CHANGE)
+        def a() -> dg.MaterializeResult:
+            return dg.MaterializeResult(data_version=dg.DataVersion("a"))
+
+        @dg.asset(deps=[a], automation_condition=ON_CHANGE)
+        def child() -> dg.MaterializeResult:
+            return dg.MaterializeResult(data_version=dg.DataVersion("child"))
+
+        @dg.asset(deps=[child], automation_condition=ON_CHANGE)
+        def below() -> None: ...
+
+        @dg.asset_check(asset=child, additional_deps=[b], blocking=True, automation_condition=WITH_ITS_ASSET)
+        def agrees_with_b() -> dg.AssetCheckResult:
+            return dg.AssetCheckResult(passed=verdict.read_text() != "bad")
+
+        return dg.Definitions(assets=[a, b, child, below], asset_checks=[agrees_with_b])
+
+    def changed(defs, instance) -> _Runner:
+        runner = _Runner(defs, defs.resolve_implicit_global_asset_job_def(), {})
+        runner.run_changed(instance)
+        return runner
+
+    def evaluated(runner) -> list[tuple[str, bool]]:
+        return [(e.check_name, e.passed) for r in runner.results for e in r.get_asset_check_evaluations()]
+
+    def materialized(runner) -> set[str]:
+        return {e.materialization.asset_key.to_user_string() for r in runner.results
+                for e in r.get_asset_materialization_events()}
+
+    with dg.instance_for_test() as instance:
+        verdict.write_text("good")
+        first = definitions("1")
+        built = _Runner(first, first.resolve_implicit_global_asset_job_def(), {})
+        built.run_stages(instance, sorted(first.resolve_asset_graph().materializable_asset_keys))
+        assert built.ok and evaluated(built) == [("agrees_with_b", True)]
+        _save_evaluation(first, instance)
+
+        verdict.write_text("still good")
+        runner = changed(definitions("2"), instance)
+        assert runner.ok and materialized(runner) == {"b"} and evaluated(runner) == [("agrees_with_b", True)]
+
+        verdict.write_text("bad")
+        runner = changed(definitions("3"), instance)
+        assert not runner.ok
+        assert materialized(runner) == {"b"} and evaluated(runner) == [("agrees_with_b", False)]
 
 
 def test_no_other_module_uses_the_private_dagster_api():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import time
 import uuid
+from collections.abc import Collection, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -100,6 +101,23 @@ def _stages(defs: dg.Definitions, targets: list[dg.AssetKey]) -> list[list[dg.As
     return [[k for k in targets if stage[k] == s] for s in sorted(set(stage.values()))]
 
 
+def requested_checks(evaluation: dg.EvaluateAutomationConditionsResult, assets: Collection[dg.AssetKey]
+                     ) -> list[dg.AssetCheckKey]:
+    """The checks an automation evaluation requested whose own asset it did not request (``assets``): a
+    standalone check with an additional dependency that will be materialized (``assets.automation``:
+    ``WITH_ITS_ASSET``), e.g. labevents' foreign keys when d_labitems changed. The sensor's run evaluates
+    them against the new parent, and so do `build --changed` and the tests' replays."""
+    return sorted((r.key for r in evaluation.results if isinstance(r.key, dg.AssetCheckKey)
+                   and r.true_subset.size and r.key.asset_key not in assets), key=lambda c: c.to_user_string())
+
+
+def _last_stage_of(graph, check: dg.AssetCheckKey, stages: list[list[dg.AssetKey]]) -> int:
+    """The index of the last of ``stages`` holding something ``check`` reads (its asset or an additional
+    dependency); 0 when none does."""
+    reads = set(graph.get(check).parent_entity_keys)
+    return max((i for i, stage in enumerate(stages) if reads & set(stage)), default=0)
+
+
 QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}  # a run's step events, not engine chatter
 
 
@@ -175,14 +193,14 @@ def build(settings: Settings, select: str | None = None, instance: dg.DagsterIns
 
 
 def materialize(keys: list[dg.AssetKey], instance: dg.DagsterInstance, defs: dg.Definitions | None = None,
-                run_config: dict | None = None) -> BuildSummary:
-    """Materialize ``keys`` (and their checks) in stages, without observing the sources first: one round of
-    what the automation conditions requested, as the tests replay it."""
+                run_config: dict | None = None, checks: Sequence[dg.AssetCheckKey] = ()) -> BuildSummary:
+    """Materialize ``keys`` (and their checks, and ``checks`` of other assets) in stages, without observing the
+    sources first: one round of what the automation conditions requested, as the tests replay it."""
     if defs is None:
         from ehrxqa_pipeline.definitions import defs
     start = time.perf_counter()
     runner = _Runner(defs, defs.resolve_implicit_global_asset_job_def(), dict((run_config or {}).get("ops", {})))
-    runner.run_stages(instance, sorted(keys))
+    runner.run_stages(instance, sorted(keys), checks=checks)
     return runner.summary(None, time.perf_counter() - start)
 
 
@@ -234,14 +252,14 @@ class _Runner:
         summary.success = summary.success and not any(not c[2] and c[4] == "ERROR" for c in latest.values())
         return summary
 
-    def run(self, instance, stage: list[dg.AssetKey], partition: str | None):
+    def run(self, instance, stage: list[dg.AssetKey], partition: str | None, checks: Sequence[dg.AssetCheckKey] = ()):
         from ehrxqa_pipeline.cli.instance import run_tags
         from ehrxqa_pipeline.cli.dagster_private import execute
         from resources.warehouse import kept_open
 
         with kept_open():  # the run's steps, one after another in this process, share one open warehouse
             return execute(self.job, instance, stage, partition, run_tags(self.build_id),
-                           _stage_config(QUIET, self.op_config, stage), self.origin)
+                           _stage_config(QUIET, self.op_config, stage), self.origin, checks=checks)
 
     def _record(self, result, partition=None) -> None:
         self.results.append(result)
@@ -295,11 +313,18 @@ class _Runner:
         if split.after and self.ok:
             self._record(self.run(instance, split.after, None))
 
-    def run_stages(self, instance, targets: list[dg.AssetKey], partitions: dict | None = None) -> None:
+    def run_stages(self, instance, targets: list[dg.AssetKey], partitions: dict | None = None,
+                   checks: Sequence[dg.AssetCheckKey] = ()) -> None:
         """Every stage of ``targets`` in dependency order; partitioned stages per partition (those in
-        ``partitions`` when given, else all); an asset with the other assets of its step (``_whole``)."""
+        ``partitions`` when given, else all); an asset with the other assets of its step (``_whole``).
+        ``checks``: checks of assets not among ``targets`` that are to run too (``requested_checks``), each in the
+        first unpartitioned stage's run after every target it depends on; one left over is an error, never
+        skipped in silence."""
         targets = sorted(_whole(self.graph, targets))
-        for stage in _stages(self.defs, targets):
+        stages = _stages(self.defs, targets)
+        wanted = set(targets)  # a check whose asset is a target runs with it, after it
+        after = {c: _last_stage_of(self.graph, c, stages) for c in checks if c.asset_key not in wanted}
+        for i, stage in enumerate(stages):
             pdef = self.graph.get(stage[0]).partitions_def
             if split := self.split_beside(instance, stage):
                 self.run_beside(instance, split)
@@ -308,14 +333,20 @@ class _Runner:
                 continue
             if pdef is None:
                 keys = [None]
+                due = sorted((c for c, last in after.items() if last <= i), key=lambda c: c.to_user_string())
+                for c in due:
+                    del after[c]
             elif partitions is not None:
-                keys = sorted({p for k in stage for p in partitions.get(k, ()) if p is not None})
+                keys, due = sorted({p for k in stage for p in partitions.get(k, ()) if p is not None}), []
             else:
-                keys = pdef.get_partition_keys(dynamic_partitions_store=instance)
+                keys, due = pdef.get_partition_keys(dynamic_partitions_store=instance), []
             for partition in self._runs(stage, pdef, keys, instance):
-                self._record(self.run(instance, stage, partition), partition)
+                self._record(self.run(instance, stage, partition, due), partition)
             if not self.ok:
                 return  # later stages depend on this one
+        if after:
+            self.errors.append("requested checks not run (no unpartitioned stage after what they read): "
+                               + ", ".join(sorted(c.to_user_string() for c in after)))
 
     def _runs(self, stage: list[dg.AssetKey], pdef, keys: list, instance) -> list:
         """The runs of a stage's partition ``keys``: one per key, or, when every asset of the stage has a
@@ -367,7 +398,7 @@ class _Runner:
                          if evaluation.get_num_requested(k)}
             if requested:
                 self.run_stages(instance, sorted(set(requested) | self.release_tail(instance, set(requested))),
-                                requested)
+                                requested, requested_checks(evaluation, requested))
             if not self.ok:
                 return
             cursor = evaluation.cursor

@@ -94,18 +94,21 @@ def _ephemeral(job: dg.JobDefinition) -> dg.JobDefinition:
 
 def execute(job: dg.JobDefinition, instance: dg.DagsterInstance, asset_selection: Sequence[dg.AssetKey],
             partition_key: str | dg.PartitionKeyRange | None, tags: Mapping[str, str], run_config: Mapping,
-            origin: Origin | None, on_run: Callable[[str], object] | None = None) -> dg.ExecuteInProcessResult:
+            origin: Origin | None, on_run: Callable[[str], object] | None = None,
+            checks: Sequence[dg.AssetCheckKey] = ()) -> dg.ExecuteInProcessResult:
     """``job.execute_in_process(asset_selection=..., partition_key=..., raise_on_error=False)``, the run
     carrying ``origin`` (None: none, for definitions no code location holds, as in tests; the same path
     otherwise); ``on_run`` is called with the run's id once the run exists, before it executes. A
     ``PartitionKeyRange``: one run of those partitions (assets with a single-run backfill policy), tagged as
     Dagster tags a backfill's run of a range (execute_in_process takes no range). The run's job is a subset of
-    ``_ephemeral(job)``, as ``execute_in_process`` makes it."""
+    ``_ephemeral(job)``, as ``execute_in_process`` makes it. The run evaluates every check of the selected assets
+    and ``checks`` besides (checks of other assets, as a sensor's run request names them)."""
     from dagster._core.definitions.job_base import InMemoryJob
     from dagster._core.execution.api import ExecuteRunWithPlanIterable, create_execution_plan, job_execution_iterator
     from dagster._core.execution.context_creation_job import (
         PlanOrchestrationContextManager, orchestration_context_event_generator)
     from dagster._core.execution.execute_in_process import merge_run_tags
+    from dagster._core.snap import snapshot_from_execution_plan
     from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
     if isinstance(partition_key, dg.PartitionKeyRange):
@@ -113,17 +116,27 @@ def execute(job: dg.JobDefinition, instance: dg.DagsterInstance, asset_selection
                 ASSET_PARTITION_RANGE_END_TAG: partition_key.end}
         partition_key = None
     selection = list(asset_selection)
-    ephemeral = _ephemeral(job).get_subset(asset_selection=frozenset(selection))
+    check_selection = None  # every check of the selected assets
+    if checks:
+        own = job.asset_layer.asset_graph.get_check_keys_for_assets(set(selection))
+        check_selection = frozenset(own | set(checks))
+    ephemeral = _ephemeral(job).get_subset(asset_selection=frozenset(selection), asset_check_selection=check_selection)
     run_tags = merge_run_tags(  # validates the partition key and adds its tags
         job_def=job, partition_key=partition_key, tags=tags, asset_selection=selection, instance=instance,
         run_config=run_config)
     wrapped = InMemoryJob(job_def=ephemeral)
     plan = create_execution_plan(wrapped, run_config=run_config,
                                  instance_ref=instance.get_ref() if instance.is_persistent else None)
-    run = instance.create_run_for_job(job_def=ephemeral, run_config=run_config, tags={**job.run_tags, **run_tags},
-                                      asset_selection=frozenset(selection), execution_plan=plan,
-                                      remote_job_origin=origin and origin.remote,
-                                      job_code_origin=origin and origin.python)
+    # what ``create_run_for_job`` creates from ``ephemeral`` and ``plan``, plus the check selection, which that
+    # method cannot pass (it would subset the job again by its assets alone, dropping ``checks``)
+    run = instance.create_run(
+        job_name=ephemeral.name, run_id=None, run_config=run_config, status=None, tags={**job.run_tags, **run_tags},
+        root_run_id=None, parent_run_id=None, step_keys_to_execute=plan.step_keys_to_execute,
+        execution_plan_snapshot=snapshot_from_execution_plan(plan, ephemeral.get_job_snapshot_id()),
+        job_snapshot=ephemeral.get_job_snapshot(), parent_job_snapshot=ephemeral.get_parent_job_snapshot(),
+        asset_selection=frozenset(selection), asset_check_selection=check_selection, resolved_op_selection=None,
+        op_selection=None, remote_job_origin=origin and origin.remote, job_code_origin=origin and origin.python,
+        asset_graph=ephemeral.asset_layer.asset_graph)
     if on_run is not None:
         on_run(run.run_id)
     events = list(ExecuteRunWithPlanIterable(
