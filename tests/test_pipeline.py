@@ -187,10 +187,21 @@ def test_ehr_table_edit_rebuilds_the_databases_and_ehrxqa_only(built):
     """A lab name respelled in MIMIC-IV's d_labitems: both databases and what reads them re-run, never the image
     side (cohorts, labels, splits, MIMIC-CXR-VQA, the reference model, the predictions) nor paraphrasing."""
     settings, instance, root, *_ = built
+    labevents_ids = dg.AssetCheckKey(K(["ingest", "labevents"]), "foreign_keys")  # reads d_labitems too
+    before = _latest_run_of(instance, labevents_ids)
     rerun, changed = _replay(settings, instance, edits.lab_name(root).apply)
     assert EHR_SIDE <= changed and EHR_SIDE <= rerun, EHR_SIDE - changed
     assert rerun <= EHR_SIDE | EHR_MAY | RELEASE, rerun - EHR_SIDE - EHR_MAY - RELEASE
     assert not IMAGE_SIDE & rerun and not {k for k in rerun if k.startswith("paraphrase/")}
+    # labevents was not ingested again, yet its item ids were checked again against the edited d_labitems, in
+    # d_labitems' run, as the sensor's run request names the check
+    latest = _latest_run_of(instance, labevents_ids)
+    assert "ingest/labevents" not in rerun and latest != before
+    assert K(["ingest", "d_labitems"]) in instance.get_run_by_id(latest).asset_selection
+
+
+def _latest_run_of(instance, check: dg.AssetCheckKey) -> str:
+    return instance.event_log_storage.get_asset_check_execution_history(check, limit=1)[0].run_id
 
 
 def test_the_edited_release_equals_a_fresh_build(built, tmp_path_factory):
