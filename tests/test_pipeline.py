@@ -170,7 +170,14 @@ def test_silver_label_edit_rebuilds_the_silver_side_only(built):
     changed, never a gold-only asset nor the image selection (issue 23)."""
     settings, instance, root, *_ = built
     change = edits.silver_label(root, settings.warehouse)  # of a train image (benchmarks/edits.py)
+    # the gold side's checks that read the silver side (one label pool; no patient on both sides)
+    against_silver = [dg.AssetCheckKey(K(["cxr_labels", "gold"]), "same_pool_as_silver"),
+                      dg.AssetCheckKey(K(["splits", "gold"]), "no_patient_on_both_sides")]
+    before = [_latest_run_of(instance, c) for c in against_silver]
     rerun, changed = _replay(settings, instance, change.apply)
+    # evaluated again against the edited silver side, though neither gold asset re-ran (NEVER_ON_SILVER, below)
+    after = [_latest_run_of(instance, c) for c in against_silver]
+    assert all(b != a for b, a in zip(before, after)), (before, after)
     assert SILVER_SIDE <= rerun, SILVER_SIDE - rerun
     assert rerun <= SILVER_SIDE | SILVER_MAY | RELEASE, rerun - SILVER_SIDE - SILVER_MAY - RELEASE
     assert not NEVER_ON_SILVER & rerun, NEVER_ON_SILVER & rerun
