@@ -390,8 +390,8 @@ def test_the_automation_is_evaluated_as_dagsters_helper_evaluates_it():
 def test_changed_evaluates_a_check_whose_additional_dependency_changed(tmp_path):
     """A blocking check of ``child`` that also reads ``b`` is requested when only ``b`` changes (the check's
     condition: a dependency will be materialized); the sensor's run evaluates it against the new ``b``, and so
-    does `build --changed` (``_Runner.run_changed``): passed, then failed, which fails the round and holds
-    ``child``'s downstream. Before, the round ran ``b`` alone and reported success."""
+    does `build --changed` (``_Runner.run_changed``): passed, then failed, which fails the command. Before, the
+    round ran ``b`` alone and reported success."""
     import dagster as dg
 
     from assets.automation import ON_CHANGE, WITH_ITS_ASSET
