@@ -333,9 +333,8 @@ class _Runner:
                 continue
             if pdef is None:
                 keys = [None]
-                due = sorted((c for c, last in after.items() if last <= i), key=lambda c: c.to_user_string())
-                for c in due:
-                    del after[c]
+                due = [c for c, last in after.items() if last <= i]  # (a run's check selection is a set)
+                after = {c: last for c, last in after.items() if last > i}
             elif partitions is not None:
                 keys, due = sorted({p for k in stage for p in partitions.get(k, ()) if p is not None}), []
             else:
