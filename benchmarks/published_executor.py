@@ -166,10 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repo", required=True, type=Path, help="a checkout of baeseongsu/ehrxqa, branch dev-experiment")
-    p.add_argument("--home", type=Path, default=Path(os.environ.get("EHRXQA_HOME", "data")),
-                   help="the built home (its release/ and answer_sheets/); default $EHRXQA_HOME or ./data")
+    p.add_argument("--home", type=Path, default=None,
+                   help="the built home (its release/ and answer_sheets/); default: the build's (EHRXQA_HOME)")
     p.add_argument("--source", type=Path, default=None,
-                   help="the source root with mimic-cxr-jpg/2.0.0/files; default $EHRXQA_SOURCE_ROOT or HOME/source")
+                   help="the source root with mimic-cxr-jpg/2.0.0/files; default: the build's (EHRXQA_SOURCE_ROOT)")
     p.add_argument("--out", type=Path, default=None, help="default HOME/published-executor")
     p.add_argument("--workers", type=int, default=2, help="processes a split")
     p.add_argument("--split", choices=list(SIDES), help=argparse.SUPPRESS)  # one part, in a worker process
@@ -179,9 +179,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.part:
         run_part(a)
         return 0
-    source = a.source or Path(os.environ.get("EHRXQA_SOURCE_ROOT", a.home / "source"))
-    images = source / "mimic-cxr-jpg" / "2.0.0" / "files"
-    out = a.out or a.home / "published-executor"
+    from ehrxqa_pipeline.config import Settings
+    from ehrxqa_pipeline.sources.images import images_dir
+
+    settings = Settings.resolve(home=a.home and str(a.home), source_root=a.source and str(a.source))
+    a.home = settings.home
+    images = images_dir(settings.source_dir)
+    out = a.out or settings.home / "published-executor"
     out.mkdir(parents=True, exist_ok=True)
     for split in SIDES:
         logs = [open(out / f"{split}-{k}.log", "w") for k in range(a.workers)]  # the executor's own printing
