@@ -13,8 +13,10 @@ the user:
 - the VQA module, an oracle answering from the home's answer sheet (``OracleModule``, in a process of its own:
   the executor imports its vendored sqlglot, this project another one). It receives the images as the executor
   opens them (PIL, RGB), so it knows each image by a SHA-256 of its pixels, computed from the executor's own map
-  of studies to image files. A list answer is returned as a list, empty included: the authors' modules turn an
-  empty list into None, which their executor rejects (docs/deviations.md);
+  of studies to image files (every image of the database, once per process: seconds on the demo; on the real
+  MIMIC-CXR-JPG, whose films are far larger and many more, budget hours). A list answer is returned as a list,
+  empty included: the authors' modules turn an empty list into None, which their executor rejects
+  (docs/deviations.md);
 - stand-ins for ``transformers`` and the M3AE backbone (``visual_module/backbones``, not in the repository),
   which ``visual_module/__init__.py`` imports for the M3AE module, unused here.
 
