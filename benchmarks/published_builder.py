@@ -40,7 +40,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-TABLES = ("cxr_metadata", "silver_bbox", "silver_relations", "gold_relations", "gold_bbox", "patients")
+TABLES = ("cxr_metadata", "silver_bbox", "silver_relations", "gold_relations", "gold_bbox")  # what the two scripts read
 MAX_STUDY_ORDER = 20  # preprocess_cohort.py's --max_study_order
 
 
@@ -48,10 +48,10 @@ def stage_source(source: Path, staging: Path) -> dict[str, Path]:
     """The files the scripts read, at the paths they read them from, below ``staging``: a folder per dataset."""
     from ehrxqa_pipeline.sources.files import resolve
     from ehrxqa_pipeline.sources.layout import as_layout
-    from ehrxqa_pipeline.sources.schema import IMAGENOME, MIMIC_CXR, MIMICIV, SEMANTICS_FILES, TABLES as FILES
+    from ehrxqa_pipeline.sources.schema import IMAGENOME, MIMIC_CXR, SEMANTICS_FILES, TABLES as FILES
 
     layout = as_layout(source)
-    dirs = {key: staging / key for key in (MIMICIV, MIMIC_CXR, IMAGENOME)}
+    dirs = {key: staging / key for key in (MIMIC_CXR, IMAGENOME)}
     files = [(resolve(layout, name), dirs[FILES[name].dataset] / FILES[name].path) for name in TABLES]
     files += [(layout.path(IMAGENOME, rel), dirs[IMAGENOME] / rel) for rel in SEMANTICS_FILES]
     for origin, target in files:
