@@ -40,6 +40,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ehrxqa_pipeline.names import SIDE_SPLITS
+
 TABLES = ("cxr_metadata", "silver_bbox", "silver_relations", "gold_relations", "gold_bbox")  # what the two scripts read
 MAX_STUDY_ORDER = 20  # preprocess_cohort.py's --max_study_order
 
@@ -97,7 +99,8 @@ def compare(home: Path, source: Path, preprocessed: Path) -> dict:
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         refused = dict(con.execute("SELECT image_id, reason FROM cxr_cohort.silver_rejected "
                                    "UNION ALL SELECT image_id, reason FROM cxr_cohort.gold_rejected").fetchall())
-        for name, side, splits in (("train+valid", "silver", ("train", "valid")), ("test", "gold", ("test",))):
+        for side, splits in SIDE_SPLITS.items():
+            name = "+".join(splits)
             ours = {i: (o, studies.get(s, 0)) for i, o, s in con.execute(
                 f"SELECT s.image_id, c.study_order, s.subject_id FROM splits.{side} s "
                 f"JOIN cxr_cohort.{side} c USING (image_id)").fetchall()}

@@ -40,8 +40,10 @@ import sys
 import types
 from pathlib import Path
 
+from ehrxqa_pipeline.names import SIDE_SPLITS  # imports no sqlglot: the executor's vendored one still comes first
+
 NSQL = Path("experiment") / "NeuralSQL"
-SIDES = {"train": "silver", "valid": "silver", "test": "gold"}
+SIDES = {split: side for side, splits in SIDE_SPLITS.items() for split in splits}  # split -> database side
 DEFECTS = ("a", "b", "c", "d", "e", "unexplained")
 _MONTH_SHIFT = re.compile(r"'[+-]?\d+ month'")  # datetime(x, '+N month')
 
@@ -66,12 +68,12 @@ def _published_executor(repo: Path):
 
 
 def run_part(a: argparse.Namespace) -> None:
-    """One part (every ``n``-th record from the ``k``-th) of one split through the published executor."""
+    """One part (every ``n``-th record from the ``k``-th) of one split's ``a.records`` through the published
+    executor, on the database in ``a.database_dir`` with the oracle of ``a.answer_sheet``."""
     nsql_executor, execute_nsql = _published_executor(Path(a.repo))
     from PIL import Image
 
-    side = SIDES[a.split]
-    db_dir = Path(a.home) / "release" / "ehrxqa" / "databases" / side
+    db_dir = Path(a.database_dir)
     executor = nsql_executor.NeuralSQLExecutor(str(db_dir), str(a.images), vqa_module_type="yes")
     by_pixels: dict[str, str] = {}
     for study, path in executor.sid_to_ipath_map.items():
@@ -79,8 +81,7 @@ def run_part(a: argparse.Namespace) -> None:
         if digest in by_pixels:
             raise SystemExit(f"{path}: the same pixels as image {by_pixels[digest]}; the oracle cannot tell them apart")
         by_pixels[digest] = executor.sid_to_iid_map[study]
-    oracle = subprocess.Popen([sys.executable, "-m", "benchmarks.published_executor", "oracle",
-                               str(Path(a.home) / "answer_sheets" / side / "tb_cxr_plus.db"),
+    oracle = subprocess.Popen([sys.executable, "-m", "benchmarks.published_executor", "oracle", a.answer_sheet,
                                str(db_dir / "mimic_iv_cxr.db")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True)
 
@@ -92,7 +93,7 @@ def run_part(a: argparse.Namespace) -> None:
 
     executor.vqa_module = module
     k, n = map(int, a.part.split("/"))
-    records = json.loads((Path(a.home) / "release" / "ehrxqa" / f"{a.split}.json").read_text())[k::n]
+    records = json.loads(Path(a.records).read_text())[k::n]
     os.makedirs(a.out, exist_ok=True)
     execute_nsql.run_execution_for_gt_query(types.SimpleNamespace(debug=False, save_dir=a.out),
                                             executor, {str(r["id"]): r["query"] for r in records})
@@ -132,14 +133,16 @@ def defect(record: dict, answer, post_process_answer) -> str | None:
     return "unexplained"
 
 
-def compare(home: Path, repo: Path, out: Path, workers: int) -> dict:
-    """Per split: the published evaluate.py's output and the disagreements by defect."""
+def compare(released: Path, repo: Path, out: Path, workers: int) -> dict:
+    """Per split of the release's EHRXQA folder ``released``: the published evaluate.py's output and the
+    disagreements by defect."""
     sys.path.insert(0, str(repo / "experiment"))
     from post_processing import post_process_answer
 
     summary: dict = {}
     for split in SIDES:
-        records = json.loads((home / "release" / "ehrxqa" / f"{split}.json").read_text())
+        split_file = released / f"{split}.json"
+        records = json.loads(split_file.read_text())
         predicted = {}
         for k in range(workers):
             part = records[k::workers]
@@ -149,9 +152,9 @@ def compare(home: Path, repo: Path, out: Path, workers: int) -> dict:
             predicted |= {str(r["id"]): got[str(i)] for i, r in enumerate(part)}  # keyed by position there
         path = out / f"{split}-pred.json"
         path.write_text(json.dumps(predicted))
-        evaluated = subprocess.run([sys.executable, "evaluate.py", "--gt_path", str(home / "release" / "ehrxqa" /
-                                    f"{split}.json"), "--pred_path", str(path)], cwd=repo / "experiment",
-                                   capture_output=True, text=True, check=True).stdout.strip()
+        evaluated = subprocess.run([sys.executable, "evaluate.py", "--gt_path", str(split_file), "--pred_path",
+                                    str(path)], cwd=repo / "experiment", capture_output=True, text=True,
+                                   check=True).stdout.strip()
         found = collections.Counter(defect(r, predicted[str(r["id"])], post_process_answer) for r in records
                                     if not r.get("is_impossible"))
         failed = sum(predicted[str(r["id"])] == "null" for r in records if not r.get("is_impossible"))
@@ -174,25 +177,27 @@ def main(argv: list[str] | None = None) -> int:
                    help="the source root with mimic-cxr-jpg/2.0.0/files; default: the build's (EHRXQA_SOURCE_ROOT)")
     p.add_argument("--out", type=Path, default=None, help="default HOME/published-executor")
     p.add_argument("--workers", type=int, default=2, help="processes a split")
-    p.add_argument("--split", choices=list(SIDES), help=argparse.SUPPRESS)  # one part, in a worker process
-    p.add_argument("--part", help=argparse.SUPPRESS)
-    p.add_argument("--images", help=argparse.SUPPRESS)
+    for hidden in ("--part", "--records", "--database-dir", "--answer-sheet", "--images"):  # one part, in a worker
+        p.add_argument(hidden, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.part:
         run_part(a)
         return 0
+    from assets.ehr_db import answer_sheet_dir, database_dir
     from ehrxqa_pipeline.config import Settings
     from ehrxqa_pipeline.sources.images import images_dir
 
     settings = Settings.resolve(home=a.home and str(a.home), source_root=a.source and str(a.source))
-    a.home = settings.home
-    images = images_dir(settings.source_dir)
+    released, images = settings.release_dir / "ehrxqa", images_dir(settings.source_dir)
     out = a.out or settings.home / "published-executor"
     out.mkdir(parents=True, exist_ok=True)
     for split in SIDES:
         logs = [open(out / f"{split}-{k}.log", "w") for k in range(a.workers)]  # the executor's own printing
+        side = SIDES[split]
         parts = [subprocess.Popen([sys.executable, "-m", "benchmarks.published_executor", "--repo", str(a.repo),
-                                   "--home", str(a.home), "--split", split, "--part", f"{k}/{a.workers}",
+                                   "--records", str(released / f"{split}.json"), "--part", f"{k}/{a.workers}",
+                                   "--database-dir", str(database_dir(settings, side)),
+                                   "--answer-sheet", str(answer_sheet_dir(settings, side) / "tb_cxr_plus.db"),
                                    "--images", str(images), "--out", str(out / f"{split}-{k}")],
                                   stdout=log, stderr=subprocess.STDOUT)
                  for k, log in enumerate(logs)]
@@ -201,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             log.close()
         if failed:
             raise SystemExit(f"{split}: part(s) {failed} failed; see {out}/{split}-<part>.log")
-    summary = compare(a.home, a.repo, out, a.workers)
+    summary = compare(released, a.repo, out, a.workers)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     for split, s in summary.items():
         print(split, {k: v for k, v in s.items() if k != "published_evaluate"})
