@@ -254,3 +254,34 @@ def test_every_asset_writing_a_table_has_a_contract():
     column = meta["dagster/column_schema"].columns[3]
     assert (column.name, column.type, column.constraints.nullable) == ("split", "VARCHAR", False)
     assert column.description == load_contract("splits.images").column("split").why
+
+
+def test_a_deferred_module_loads_on_first_use_and_is_the_real_one(tmp_path, monkeypatch):
+    """ehrxqa_pipeline.gx defers scipy.stats, which Great Expectations imports for one expectation no contract
+    uses: here on a package of its own, whose submodule counts its loads. ``from pkg import sub`` binds it
+    without running it; the first attribute read runs it once; a module already imported is left as it is."""
+    import sys
+
+    from ehrxqa_pipeline.gx import defer
+
+    pkg = tmp_path / "deferpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("loads = []\n")
+    (pkg / "sub.py").write_text("import deferpkg\ndeferpkg.loads.append('sub')\nVALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("deferpkg", "deferpkg.sub"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    defer("deferpkg.sub")
+    import deferpkg
+
+    from deferpkg import sub
+    assert deferpkg.loads == [] and sys.modules["deferpkg.sub"] is sub
+    assert sub.VALUE == 42 and deferpkg.loads == ["sub"]
+    defer("deferpkg.sub")  # imported: untouched
+    assert sub.VALUE == 42 and deferpkg.loads == ["sub"]
+    defer("no_such_package.sub")  # not installed: nothing to do
+    assert "no_such_package.sub" not in sys.modules
+    # what Great Expectations holds is scipy's own stats module, which works
+    from great_expectations.expectations.core import expect_column_kl_divergence_to_be_less_than as kl
+
+    assert kl.stats is sys.modules["scipy.stats"] and abs(kl.stats.entropy([1, 1], [1, 1])) < 1e-12
