@@ -375,7 +375,7 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
             pretrained=pretrained,
             prevalence=con.execute(PREVALENCE_SQL).pl(),
             pools=con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl(), vision=vqa_device.vision(),
-            parse_store=settings.neuralsql_parse_store, memo=settings.cache_dir / "scores_table_items.json")
+            parse_store=settings.neuralsql_parse_store, memo=settings.cache_dir / "scores_memo.json")
     result = evaluate(inputs, seed=settings.seed, threshold=config.threshold, min_positives=config.min_positives,
                       robustness_k=config.robustness_k, log=context.log.info)
     text = scores_json(result.scores)

@@ -16,7 +16,12 @@ and ``vision`` (an OpenAI-compatible endpoint, when one is configured).
   patient scope (``scoring.score_ehrxqa``). Table items call no VQA module, so they run once and their
   outcome is shared by every module (same result, a fifth of the time), and kept between builds while the gold
   database, the items and the code are unchanged (``table_scores``); so are the image items' first passes
-  within a build, which no module's answer reaches yet (``scoring.first_pass_pairs``).
+  within a build, which no module's answer reaches yet (``scoring.first_pass_pairs``). Each module's run of each
+  image item's query is kept between builds too, while the gold database, the code and what the module answers
+  from (``_module_inputs``: for the oracle the answer sheet, for the priors the MIMIC-CXR-VQA train and valid
+  questions, for a trained model its decided predictions) are unchanged: a gold label edit changes the answer
+  sheet, so the oracle runs every query again and the other modules only the queries of new items, and each
+  item's outcome is decided again against its answer now.
 - Paraphrase robustness (VQA-RAD): for the text-reading modules only (``prior_question_text``, ``vision``).
 
 Every module scored on a dataset also leaves its per-item answers (``Evaluation.predictions``), which the
@@ -26,12 +31,15 @@ the same comparisons that command uses (``scoring.ehrxqa_outcome``, ``metrics.co
 
 from __future__ import annotations
 
+import functools
+import io
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
+from ehrxqa_pipeline.hashing import bytes_digest, combine, file_digest
 from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo
 from ehrxqa_pipeline.questions.neuralsql import OracleModule
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
@@ -66,7 +74,7 @@ class EvaluationInputs:
     pools: pl.DataFrame | None = None  # paraphrase.pools (robustness phrasings)
     vision: Mapping | None = None  # OpenAIVisionModule kwargs
     parse_store: Path | None = None  # a questions.neuralsql.parse_store file: the EHRXQA items' parses kept
-    memo: Path | None = None  # a JSON file that keeps the EHRXQA table items' scores (``table_scores``)
+    memo: Path | None = None  # a JSON file that keeps EHRXQA results between builds (``table_scores``, ``evaluate``)
 
 
 @dataclass
@@ -80,17 +88,53 @@ class Evaluation:
     predictions: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
 
 
-def table_scores(x: EvaluationInputs, items: pl.DataFrame, store: ParseStore | None) -> dict:
+def table_scores(x: EvaluationInputs, items: pl.DataFrame, store: ParseStore | None, memo: ResultMemo) -> dict:
     """``score_ehrxqa`` of the table items, which call no VQA module: one result for every module. With
     ``x.memo`` it is kept under content hashes of the gold database file, the items and the code
     (``questions.ehrxqa.memo``), so a label edit, which changes the answer sheet only, does not run them again."""
-    memo = ResultMemo(x.memo)
     inputs = memo.inputs(x.gold_database, str(x.images_root), items.rows(), code=("vqa",)) if x.memo else ""
     if (kept := memo.get("gold/table_items", inputs)) is not None:
         return {**kept, "answers": {int(i): answer for i, answer in kept["answers"].items()}}  # JSON keys: text
     result = score_ehrxqa(x.gold_database, x.images_root, items, None, parse_store=store)
+    result.pop("runs")
     memo.put("gold/table_items", inputs, result)
     return result
+
+
+def _frames_digest(*frames: pl.DataFrame) -> str:
+    """A digest of the frames' contents: each one's Arrow IPC bytes (equal frames give equal digests; a frame
+    that is equal but laid out otherwise may give another, which only costs a run)."""
+    parts = []
+    for frame in frames:
+        buffer = io.BytesIO()
+        frame.rechunk().write_ipc(buffer, compression="uncompressed")
+        parts.append(bytes_digest(buffer.getvalue()))
+    return combine(*parts)
+
+
+def _module_inputs(name: str, x: EvaluationInputs, fit: pl.DataFrame, trained: Mapping[str, tuple]) -> str | None:
+    """What module ``name`` answers EHRXQA's image questions from, as a digest (beside the gold database and the
+    code, which the memo's key holds): the answer sheet (the oracle), nothing (yes), the MIMIC-CXR-VQA train and
+    valid questions and the pool (the priors), the frames a trained module was built from (``trained``: its
+    decided predictions, the answer sheet's images and pairs, and the threshold). None: not kept (a remote
+    endpoint's answers are not a function of anything here)."""
+    if name == "oracle":
+        return file_digest(x.answer_sheet)
+    if name == "yes":
+        return name
+    if name == "prior_most":
+        return _frames_digest(fit)
+    if name == "prior_question":
+        return _frames_digest(fit, x.pairs)
+    if name in trained:
+        *frames, threshold = trained[name]
+        return combine(_frames_digest(*frames), repr(threshold))
+    return None
+
+
+def _query_key(query: str) -> str:
+    """The memo keeps a module's run of a query under a digest of the query (its text is about 300 characters)."""
+    return bytes_digest(query.encode())[:32]
 
 
 def merge_ehrxqa(a: dict, b: dict) -> dict:
@@ -179,7 +223,7 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
     out = Evaluation()
     trained = {"reference": x.predictions, **(x.pretrained or {})} if x.predictions is not None else {}
     valid, sheet = x.questions.filter(pl.col("split") == "valid"), _ehrxqa_images(oracle)
-    mimic_trained, ehrxqa_trained = {}, {}
+    mimic_trained, ehrxqa_trained, trained_inputs = {}, {}, {}
     for name, predictions in trained.items():
         scale, valid_acc = choose_prior_scale(valid, predictions, x, threshold)
         log(f"{name} decision: prevalence scale {scale} (valid accuracy per scale {valid_acc})")
@@ -188,6 +232,7 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
         mimic_trained[name] = ReferenceModule(decided, x.pairs, x.images, threshold, name)
         ehrxqa_trained[name] = ReferenceModule(_with_sheet_ratios(decided, sheet), oracle.labels.pairs, sheet,
                                                threshold, name)
+        trained_inputs[name] = (decided.relations, decided.images, sheet, oracle.labels.pairs, threshold)
     mimic_modules, ehrxqa_modules = {**mimic_trained, **mimic_modules}, {**ehrxqa_trained, **ehrxqa_modules}
     vision = OpenAIVisionModule(**x.vision) if x.vision else None
     if vision is not None:
@@ -212,15 +257,33 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
     is_table = x.ehrxqa_items["modality"] == "table"
     log(f"EHRXQA test: {int(is_table.sum()):,} table items once, {int((~is_table).sum()):,} image items per module")
     store = x.parse_store and ParseStore(x.parse_store, warn=log)
-    table_part = table_scores(x, x.ehrxqa_items.filter(is_table), store)
+    memo = ResultMemo(x.memo)
+    table_part = table_scores(x, x.ehrxqa_items.filter(is_table), store, memo)
     image_items = x.ehrxqa_items.filter(~is_table)
-    first_pass = first_pass_pairs(x.gold_database, image_items, parse_store=store)  # shared by every module
+
+    @functools.cache
+    def first_pass() -> dict:  # shared by every module that runs a query
+        return first_pass_pairs(x.gold_database, image_items, parse_store=store)
+
+    query_keys = {q: _query_key(q) for q in image_items["neural_sql"].unique().to_list() if q}
+
     for name, module in ehrxqa_modules.items():
-        log(f"EHRXQA test: {name} runs {image_items.height:,} NeuralSQL queries")
-        result = merge_ehrxqa(table_part, score_ehrxqa(x.gold_database, x.images_root, image_items, module,
-                                                       parse_store=store, first_pass=first_pass))
+        about = _module_inputs(name, x, fit, trained_inputs) if x.memo else None
+        inputs = about and memo.inputs(x.gold_database, str(x.images_root), about, code=("vqa",))
+        kept = (inputs and memo.get(f"gold/image_items/{name}", inputs)) or {}
+        known = {q: kept[k] for q, k in query_keys.items() if k in kept}
+        part = score_ehrxqa(x.gold_database, x.images_root, image_items, module, parse_store=store,
+                            first_pass=first_pass, known=known)
+        runs = part.pop("runs")
+        log(f"EHRXQA test: {name} ran {len(runs) - len(known):,} of {len(runs):,} NeuralSQL queries (the others "
+            "kept from an earlier build)")
+        if inputs:
+            memo.put(f"gold/image_items/{name}", inputs, {query_keys.get(q) or _query_key(q): run
+                                                            for q, run in runs.items()}, save=False)
+        result = merge_ehrxqa(table_part, part)
         out.details.setdefault(name, {})["ehrxqa"] = result
         out.predictions.setdefault(EHRXQA, {})[name] = [{"id": i, "answer": a} for i, a in result["answers"].items()]
+    memo.save()
 
     text_modules = {"prior_question_text": PriorQuestionText.fit(fit), **({"vision": vision} if vision else {})}
     phrased = phrasings(test, x.pools, k=robustness_k, seed=seed)

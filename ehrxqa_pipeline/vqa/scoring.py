@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -184,14 +184,14 @@ def ehrxqa_outcome(answer: list | None, gold: list, *, ordered: bool) -> str:
     return "abstain" if nulls else "wrong"
 
 
-def _outcome(executor: NeuralSqlExecutor, item: dict) -> tuple[str, str | None, list | None]:
-    """(outcome, error message, the module's answer: None when the query failed)."""
+def _run(executor: NeuralSqlExecutor, query: str) -> list:
+    """[the module's answer (None when the query failed), whether the query has a root ORDER BY, the error
+    message or None]: a query's run, JSON-able as ``vqa.evaluate`` keeps it."""
     try:
-        result = executor.execute(item["query"])
+        result = executor.execute(query)
     except NeuralSqlError as e:
-        return "error", str(e), None
-    answer = result.answer
-    return ehrxqa_outcome(answer, item["answer"], ordered=result.ordered), None, answer
+        return [None, False, str(e)]
+    return [result.answer, result.ordered, None]
 
 
 def summarise_ehrxqa(outcomes: Sequence[tuple[str, str, str]]) -> dict:
@@ -238,7 +238,7 @@ def first_pass_pairs(database: str | Path, items, *, parse_store: ParseStore | N
 
 def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | Path | None, items,
                  module: VqaModule | None, *, batch_size: int | None = None, parse_store: ParseStore | None = None,
-                 first_pass: dict | None = None) -> dict:
+                 first_pass: dict | Callable[[], dict] | None = None, known: Mapping[str, list] | None = None) -> dict:
     """Execution accuracy of ``module`` on EHRXQA items (see ``metrics.execution_accuracy``).
 
     Each item's gold NeuralSQL runs with the module on ``database`` (the gold database; TB_CXR_PLUS stays
@@ -252,19 +252,30 @@ def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | P
     unanswerable item), what ``ehrxqa score`` reads back from ``release/predictions/``. ``parse_store``: the
     queries' parses kept between processes and builds (``NeuralSqlExecutor``; same results). ``first_pass``:
     ``NeuralSqlExecutor.first_pass`` of these items' queries on ``database`` (``first_pass_pairs``), shared by
-    the modules scored on them (same results; else each module's executor runs those passes itself)."""
+    the modules scored on them (same results; else each module's executor runs those passes itself); or a
+    function that returns them, called only when a query is run here.
+    ``known``: query -> [answer, ordered, error message] of this module on this database from an earlier run
+    (``runs`` of its result, kept by ``vqa.evaluate``): those queries are not run again, their items' outcomes are
+    decided from those answers against the items' answers now. The result's ``runs`` holds that triple for every
+    query of these items; ``vqa_asked`` and ``vqa_abstentions`` count what the module was asked in this call."""
     rows = _items(items)
+    known = known or {}
     counting = None if module is None else _Counting(module)
     executor = NeuralSqlExecutor(database, counting, images_root=images_root, batch_size=batch_size,
                                  parse_store=parse_store)
-    outcomes, errors, answers = [], [], {}
+    outcomes, errors, answers, runs = [], [], {}, {}
     try:
-        executor.prefetch((r["query"] for r in rows if not r["impossible"]), first_pass=first_pass)
+        todo = [r["query"] for r in rows if not r["impossible"] and r["query"] not in known]
+        if todo:
+            executor.prefetch(todo, first_pass=first_pass() if callable(first_pass) else first_pass)
         for r in rows:
             if r["impossible"]:
                 answers[r["id"]] = None  # no query to run: the module abstains
                 continue
-            outcome, message, answer = _outcome(executor, r)
+            run = runs.get(r["query"]) or known.get(r["query"]) or _run(executor, r["query"])
+            runs[r["query"]] = run
+            answer, ordered, message = run
+            outcome = "error" if message is not None else ehrxqa_outcome(answer, r["answer"], ordered=ordered)
             answers[r["id"]] = answer
             axes = scope_axes(r["scope"])
             outcomes.append((axes["modality"], axes["patient_scope"], outcome))
@@ -278,4 +289,4 @@ def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | P
     return {**{k: v for k, v in summary.items() if not k.startswith("by_")},
             "skipped_impossible": sum(r["impossible"] for r in rows), "vqa_asked": asked,
             "vqa_abstentions": none_answers, "error_examples": errors, "by_modality": summary["by_modality"],
-            "by_modality_scope": summary["by_modality_scope"], "answers": answers}
+            "by_modality_scope": summary["by_modality_scope"], "answers": answers, "runs": runs}

@@ -211,7 +211,7 @@ def test_the_table_items_scores_are_kept_while_database_items_and_code_are_uncha
     runs.clear()
     again = evaluate(kept, min_positives=1, robustness_k=2)
     assert runs.count(True) == 0 and runs.count(False) == 5  # the modules' image items still run
-    ehrxqa = lambda e: {m: d["ehrxqa"] for m, d in e.details.items() if "ehrxqa" in d}  # noqa: E731
+    ehrxqa = _ehrxqa_details
     assert ehrxqa(again) == ehrxqa(first) and again.predictions == first.predictions and again.scores == first.scores
     assert ehrxqa(again) == ehrxqa(evaluate(inputs, min_positives=1, robustness_k=2))  # as without a memo
 
@@ -224,3 +224,55 @@ def test_the_table_items_scores_are_kept_while_database_items_and_code_are_uncha
     assert runs.count(True) == 1
     assert changed.scores["yes"]["ehrxqa/n"] == first.scores["yes"]["ehrxqa/n"]
     assert changed.details["yes"]["ehrxqa"]["correct"] == first.details["yes"]["ehrxqa"]["correct"] - 1
+
+
+def _ehrxqa_details(e) -> dict:
+    """Each module's EHRXQA result but the counts of what it was asked in that run (fewer with runs kept)."""
+    return {m: {k: v for k, v in d["ehrxqa"].items() if k not in ("vqa_asked", "vqa_abstentions")}
+            for m, d in e.details.items() if "ehrxqa" in d}
+
+
+def test_each_modules_image_item_runs_are_kept_while_what_it_answers_from_is_unchanged(inputs, tmp_path,
+                                                                                      monkeypatch):
+    """With a memo, a module runs an image item's query again only when the query is new to it or what it
+    answers from changed (the answer sheet, its fitted questions, a trained model's predictions); the outcome is
+    decided again against the item's answer now. Results equal those of a run without a memo."""
+    from dataclasses import replace
+
+    import ehrxqa_pipeline.vqa.scoring as sc
+
+    ran, real = [], sc._run
+    monkeypatch.setattr(sc, "_run", lambda executor, query: ran.append(getattr(executor.vqa, "name", None))
+                        or real(executor, query))
+    image = inputs.ehrxqa_items.filter(~pl.col("scope").str.starts_with("TABLE"))
+    queries = len({r["query"] for r in sc._items(image) if not r["impossible"]})
+    modules = ("reference", "oracle", "yes", "prior_most", "prior_question")
+    kept = replace(inputs, memo=tmp_path / "scores_memo.json")
+    first = evaluate(kept, min_positives=1, robustness_k=2)
+    assert {m: ran.count(m) for m in modules} == dict.fromkeys(modules, queries) and queries > 5
+    ran.clear()
+    again = evaluate(kept, min_positives=1, robustness_k=2)
+    assert ran == []  # every run kept, the table items' too
+    fresh = evaluate(inputs, min_positives=1, robustness_k=2)
+    assert again.scores == first.scores == fresh.scores and again.predictions == fresh.predictions
+    assert _ehrxqa_details(again) == _ehrxqa_details(fresh)
+
+    # an image item's answer changed (a gold label edit): nothing runs, and the oracle is now wrong on it
+    item = next(r for r in sc._items(image) if not r["impossible"])
+    stale = inputs.ehrxqa_items.with_columns(answer=pl.when(pl.col("id") == item["id"]).then(pl.lit("[12345]"))
+                                             .otherwise(pl.col("answer")))
+    ran.clear()
+    edited = evaluate(replace(kept, ehrxqa_items=stale), min_positives=1, robustness_k=2)
+    assert ran == []
+    assert edited.details["oracle"]["ehrxqa"]["correct"] == first.details["oracle"]["ehrxqa"]["correct"] - 1
+    assert _ehrxqa_details(edited) == _ehrxqa_details(evaluate(replace(inputs, ehrxqa_items=stale),
+                                                               min_positives=1, robustness_k=2))
+
+    # the reference model's predictions changed: it alone runs its queries again
+    ran.clear()
+    image_id, obj, attribute = POSITIVES.row(0)
+    other = replace(kept, predictions=predictions(probs={(image_id, obj, attribute): 0.0}))
+    moved = evaluate(other, min_positives=1, robustness_k=2)
+    assert ran == ["reference"] * queries
+    assert _ehrxqa_details(moved) == _ehrxqa_details(evaluate(replace(other, memo=None), min_positives=1,
+                                                              robustness_k=2))

@@ -68,8 +68,15 @@ class ResultMemo:
             return None
         return last.get("value")
 
-    def put(self, name: str, inputs: str, value) -> None:
+    def put(self, name: str, inputs: str, value, *, save: bool = True) -> None:
+        """Keep ``value`` under ``name``; ``save=False`` leaves the file to a later ``save`` (one write for
+        several values)."""
         if self.path is None:
             return
         self.entries[name] = {"inputs": inputs, "value": value}
-        write_text(self.path, json.dumps(self.entries) + "\n")  # key order kept: values are records
+        if save:
+            self.save()
+
+    def save(self) -> None:
+        if self.path is not None:
+            write_text(self.path, json.dumps(self.entries) + "\n")  # key order kept: values are records
