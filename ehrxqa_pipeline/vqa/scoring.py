@@ -238,7 +238,7 @@ def first_pass_pairs(database: str | Path, items, *, parse_store: ParseStore | N
 
 def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | Path | None, items,
                  module: VqaModule | None, *, batch_size: int | None = None, parse_store: ParseStore | None = None,
-                 first_pass: dict | Callable[[], dict] | None = None, known: Mapping[str, list] | None = None) -> dict:
+                 first_pass: Callable[[], dict] | None = None, known: Mapping[str, list] | None = None) -> dict:
     """Execution accuracy of ``module`` on EHRXQA items (see ``metrics.execution_accuracy``).
 
     Each item's gold NeuralSQL runs with the module on ``database`` (the gold database; TB_CXR_PLUS stays
@@ -250,10 +250,10 @@ def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | P
     pairs sent to the module), ``vqa_abstentions`` (those it answered None), up to 5 ``error_examples`` and
     ``answers``: item id -> the module's answer (``normalise_rows`` form; None for a failed query and for an
     unanswerable item), what ``ehrxqa score`` reads back from ``release/predictions/``. ``parse_store``: the
-    queries' parses kept between processes and builds (``NeuralSqlExecutor``; same results). ``first_pass``:
-    ``NeuralSqlExecutor.first_pass`` of these items' queries on ``database`` (``first_pass_pairs``), shared by
-    the modules scored on them (same results; else each module's executor runs those passes itself); or a
-    function that returns them, called only when a query is run here.
+    queries' parses kept between processes and builds (``NeuralSqlExecutor``; same results). ``first_pass``: a
+    function that returns ``NeuralSqlExecutor.first_pass`` of these items' queries on ``database``
+    (``first_pass_pairs``), shared by the modules scored on them and called only when a query is run here (same
+    results; else each module's executor runs those passes itself).
     ``known``: query -> [answer, ordered, error message] of this module on this database from an earlier run
     (``runs`` of its result, kept by ``vqa.evaluate``): those queries are not run again, their items' outcomes are
     decided from those answers against the items' answers now. The result's ``runs`` holds that triple for every
@@ -267,7 +267,7 @@ def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | P
     try:
         todo = [r["query"] for r in rows if not r["impossible"] and r["query"] not in known]
         if todo:
-            executor.prefetch(todo, first_pass=first_pass() if callable(first_pass) else first_pass)
+            executor.prefetch(todo, first_pass=first_pass and first_pass())
         for r in rows:
             if r["impossible"]:
                 answers[r["id"]] = None  # no query to run: the module abstains
