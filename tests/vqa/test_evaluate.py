@@ -251,8 +251,10 @@ def test_each_modules_image_item_runs_are_kept_while_what_it_answers_from_is_unc
     first = evaluate(kept, min_positives=1, robustness_k=2)
     assert {m: ran.count(m) for m in modules} == dict.fromkeys(modules, queries) and queries > 5
     ran.clear()
+    written = kept.memo.stat().st_ino  # the memo is replaced (a new inode) whenever it is written
     again = evaluate(kept, min_positives=1, robustness_k=2)
     assert ran == []  # every run kept, the table items' too
+    assert kept.memo.stat().st_ino == written  # and, with nothing new to keep, the file is not written again
     fresh = evaluate(inputs, min_positives=1, robustness_k=2)
     assert again.scores == first.scores == fresh.scores and again.predictions == fresh.predictions
     assert _ehrxqa_details(again) == _ehrxqa_details(fresh)

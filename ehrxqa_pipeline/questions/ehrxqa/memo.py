@@ -14,8 +14,8 @@ templates only (at full scale the table templates are about half of the sampling
 was made from (``inputs``); ``get`` answers only for those same inputs. ``code_digest()`` is the digest of the code
 that samples and checks: every source file of ``ehrxqa_pipeline.questions`` and the modules it imports from the
 package (``CODE_FILES``; a test checks that list against what sampling imports), numpy's version (the random
-streams) and SQLite's (the query results). A missing or damaged file is an empty memo; each ``put`` rewrites the
-file atomically.
+streams) and SQLite's (the query results). A missing or damaged file is an empty memo; a ``put`` that changes an
+entry rewrites the file atomically (one that keeps what is there writes nothing).
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class ResultMemo:
 
     def __init__(self, path: Path | None):
         self.path, self.entries = path, read_json_object(path)  # none yet, or damaged: everything is done again
+        self._changed = False
 
     @staticmethod
     def inputs(database: Path, *arguments, code: tuple[str, ...] = ()) -> str:
@@ -73,10 +74,14 @@ class ResultMemo:
         several values)."""
         if self.path is None:
             return
-        self.entries[name] = {"inputs": inputs, "value": value}
+        entry = {"inputs": inputs, "value": value}
+        if self.entries.get(name) != entry:
+            self.entries[name], self._changed = entry, True
         if save:
             self.save()
 
     def save(self) -> None:
-        if self.path is not None:
+        """Write the file if a ``put`` changed an entry since it was read or last written."""
+        if self.path is not None and self._changed:
             write_text(self.path, json.dumps(self.entries) + "\n")  # key order kept: values are records
+            self._changed = False
