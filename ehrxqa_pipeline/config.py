@@ -285,12 +285,22 @@ def _url(e: Environment, field: str) -> str | None:
     return parts.hostname.lower()
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def allowed_hosts(allow_hosts=None, extra=()) -> set[str]:
+    """The hosts images may be sent to: exactly ``allow_hosts`` when given (an explicit value is never widened);
+    else loopback plus ``extra`` (the resource passes EHRXQA_VQA_ALLOW_HOSTS); used by
+    ``vqa.modules.OpenAIVisionModule``, ``resources.VqaDevice`` and ``check_environment``."""
+    if allow_hosts is not None:
+        return {h.strip().lower() for h in allow_hosts if h.strip()}
+    return set(LOOPBACK) | {h.strip().lower() for h in extra if h.strip()}
+
+
 def check_environment(env: Mapping[str, str] | None = None) -> Settings:
     """Every EHRXQA_* setting checked at start-up; the resolved ``Settings``. Raises ``SettingError`` naming
     the variable, its value and the accepted forms. The VQA vision endpoint must be on the allow-list
     (images are PhysioNet record data: README.md, Configuration and Privacy)."""
-    from ehrxqa_pipeline.vqa.modules import allowed_hosts
-
     settings = Settings.resolve(env=env)
     e = Environment.read(env)
     name = ENVIRONMENT

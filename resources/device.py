@@ -16,8 +16,7 @@ from dataclasses import replace
 
 import dagster as dg
 
-from ehrxqa_pipeline.config import Environment
-from ehrxqa_pipeline.vqa.modules import allowed_hosts
+from ehrxqa_pipeline.config import Environment, allowed_hosts
 
 
 class VqaDevice(dg.ConfigurableResource):
@@ -43,7 +42,7 @@ class VqaDevice(dg.ConfigurableResource):
         return (Environment.read().vqa_amp or "1") != "0"
 
     def hosts(self) -> tuple[str, ...]:
-        """The allow-list (``vqa.modules.allowed_hosts``): an explicit value wins and is never widened."""
+        """The allow-list (``config.allowed_hosts``): an explicit value wins and is never widened."""
         explicit = None if self.allow_hosts is None else self.allow_hosts.split(",")
         return tuple(sorted(allowed_hosts(explicit, extra=Environment.read().extra_hosts())))
 

@@ -476,7 +476,7 @@ def format_summary(s: BuildSummary, settings: Settings) -> str:
                      "`ehrxqa cache clear llm` asks the endpoint again")
     lines.append(f"source:    {settings.source_dir}{' (synthetic)' if settings.synthetic else ''}")
     if settings.source_versions:
-        from ehrxqa_pipeline.sources.layout import DATASETS
+        from ehrxqa_pipeline.sources.datasets import DATASETS
 
         paper = ", ".join(f"{d.title} {d.paper}" for d in DATASETS.values())
         lines.append(f"           read at {settings.source_versions_text} (opted in; the EHRXQA paper used {paper})")

@@ -53,7 +53,7 @@ from ehrxqa_pipeline.release.identity import PUBLISHED, release_version
 from ehrxqa_pipeline.release.license_note import DUA, LICENSE, LICENSE_FILE, LICENSE_URL, TERMS
 from ehrxqa_pipeline.release.memo import OutputMemo
 from ehrxqa_pipeline.release.tables import SPLITS
-from ehrxqa_pipeline.sources.layout import DATASETS
+from ehrxqa_pipeline.sources.datasets import DATASETS
 
 OUT_DIR = "hf"
 CARD_FILE = "README.md"

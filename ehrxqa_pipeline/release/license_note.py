@@ -14,7 +14,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping
 
-from ehrxqa_pipeline.sources.layout import DATASETS
+from ehrxqa_pipeline.sources.datasets import DATASETS
 
 LICENSE_FILE = "LICENSE.txt"
 LICENSE = "PhysioNet Credentialed Health Data License 1.5.0"

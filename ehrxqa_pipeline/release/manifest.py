@@ -37,7 +37,8 @@ from ehrxqa_pipeline.release.digest import (CODE_DIRS, code_files, duckdb_conten
                                             tree_digest)
 from ehrxqa_pipeline.release.identity import identity_section, release_version
 from ehrxqa_pipeline.sources.files import origin
-from ehrxqa_pipeline.sources.layout import DATASETS, SourceLayout, as_layout
+from ehrxqa_pipeline.sources.datasets import DATASETS
+from ehrxqa_pipeline.sources.layout import SourceLayout, as_layout
 from ehrxqa_pipeline.sources.schema import DEMO_MANIFEST, TABLES
 from ehrxqa_pipeline.sources.semantics import semantics_paths
 

@@ -21,33 +21,15 @@ from __future__ import annotations
 import gzip
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from ehrxqa_pipeline.hashing import stat_key
 
+from .datasets import DATASETS, MIMIC_CXR, MIMICIV, Dataset
 from .errors import SourceError
+from .schema import files_in
 
 VERSIONS_ENV = "EHRXQA_SOURCE_VERSIONS"
-
-
-@dataclass(frozen=True)
-class Dataset:
-    key: str  # the PhysioNet project slug: the folder name in physionet.org/files/<key>/<version>
-    title: str
-    paper: str  # the release the EHRXQA paper used (the default)
-    opt_in: tuple[str, ...]  # later releases with the same files, accepted when a setting names them
-    zip_name: str  # the folder the PhysioNet ZIP download unpacks to is <zip_name>-<version>
-
-    @property
-    def known(self) -> tuple[str, ...]:
-        return (self.paper, *self.opt_in)
-
-
-MIMICIV = Dataset("mimiciv", "MIMIC-IV", "2.2", ("3.0", "3.1"), "mimic-iv")
-MIMIC_CXR = Dataset("mimic-cxr-jpg", "MIMIC-CXR-JPG", "2.0.0", ("2.1.0",), "mimic-cxr-jpg")
-IMAGENOME = Dataset("chest-imagenome", "Chest ImaGenome", "1.0.0", (), "chest-imagenome-dataset")
-DATASETS: dict[str, Dataset] = {d.key: d for d in (MIMICIV, MIMIC_CXR, IMAGENOME)}
 
 # Content that only a later release has: (dataset, relative file, what it shows, the release it implies).
 _CXR_LATER_FILE = ("mimic-cxr-2.1.0-test-set-labeled.csv", "2.1.0")
@@ -168,8 +150,6 @@ def find_dataset(root: Path, d: Dataset, wanted: str | None = None) -> tuple[Pat
         others = _other_folders(root, d)
         seen = (f"; found {shown}" if shown else "") + (
             f"; found unsupported release folder(s) {', '.join(others)}" if others else "")
-        from .schema import files_in  # the schema imports this module
-
         raise SourceError(
             f"{d.key}/{version}", f"dataset folder is missing ({files_in(d.key)} source files expected below "
                                   f"{expected}){seen}",

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .layout import DATASETS
-from .layout import IMAGENOME as _IMAGENOME
-from .layout import MIMIC_CXR as _MIMIC_CXR
-from .layout import MIMICIV as _MIMICIV
+from .datasets import DATASETS
+from .datasets import IMAGENOME as _IMAGENOME
+from .datasets import MIMIC_CXR as _MIMIC_CXR
+from .datasets import MIMICIV as _MIMICIV
 
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 DATE_FORMAT = "%Y-%m-%d"

@@ -33,7 +33,8 @@ from .errors import SourceError
 from .files import quoting
 from .readers import PARSE_ERROR, POLARS_TYPES, ROW, TYPE_DESCRIPTIONS, parse_error_expr, parse_expr, parse_failed
 from .report import Problem, ValidationReport
-from .layout import DATASETS, SourceLayout, holds_datasets
+from .datasets import DATASETS
+from .layout import SourceLayout, holds_datasets
 from .schema import TABLES, SourceFile
 from .semantics import read_semantics, semantics_paths
 from .validate_ids import UNKNOWN_ID_ERROR_FRACTION, IdChecks

@@ -107,12 +107,8 @@ class ReferenceModel(CropClassifier):
 
 
 def build_model(n_objects: int, n_attributes: int, **kwargs) -> CropClassifier:
-    """The model a saved ``config`` describes: a ``vqa.backbone.PretrainedModel`` when it names an
-    architecture, else the ``ReferenceModel``."""
-    if "architecture" in kwargs:
-        from ehrxqa_pipeline.vqa.backbone import PretrainedModel
-
-        return PretrainedModel(n_objects, n_attributes, **kwargs)
+    """A ``ReferenceModel`` (``train.load_model`` builds a ``vqa.backbone.PretrainedModel`` where a saved config
+    names an architecture)."""
     return ReferenceModel(n_objects, n_attributes, **kwargs)
 
 

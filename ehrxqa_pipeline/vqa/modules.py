@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 import polars as pl
 
-from ehrxqa_pipeline.config import ENVIRONMENT
+from ehrxqa_pipeline.config import ENVIRONMENT, allowed_hosts
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import Answer, ImageRef, VqaModule, ask, image_path, reads_pixels
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import VqaLabels, answers, prepare_labels
@@ -148,7 +148,6 @@ def answer_mimic_cxr_vqa(module: VqaModule | VqaLabels, questions: pl.DataFrame,
 
 # -- OpenAI-compatible vision endpoint -------------------------------------------------------------------
 ALLOW_HOSTS = ENVIRONMENT["vqa_allow_hosts"]
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 PROMPT = ("You answer questions about a chest X-ray image. Reply with 'yes' or 'no' for yes/no questions; "
           "otherwise reply with the answer names only, separated by commas, or 'none' if nothing applies. "
           "No other words.")
@@ -157,14 +156,6 @@ MAX_REPLY_WORDS = 8  # per answer item: more is prose, not an answer
 
 class HostNotAllowedError(PermissionError):
     """A VQA endpoint outside the allow-list: images must not be sent there."""
-
-
-def allowed_hosts(allow_hosts=None, extra=()) -> set[str]:
-    """The hosts images may be sent to: exactly ``allow_hosts`` when given (an explicit value is never widened);
-    else loopback plus ``extra`` (the resource passes EHRXQA_VQA_ALLOW_HOSTS)."""
-    if allow_hosts is not None:
-        return {h.strip().lower() for h in allow_hosts if h.strip()}
-    return set(LOOPBACK) | {h.strip().lower() for h in extra if h.strip()}
 
 
 def parse_reply(text) -> Answer:

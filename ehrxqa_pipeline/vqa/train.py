@@ -278,7 +278,13 @@ def load_model(path: Path, device: str = "cpu") -> TrainResult:
     if payload.get("format") != FORMAT:
         raise ValueError(f"{path}: reference model format {payload.get('format')!r}, expected {FORMAT}; retrain")
     mc = {k: tuple(v) if isinstance(v, list) else v for k, v in payload["model_config"].items()}
-    model = build_model(mc.pop("n_objects"), mc.pop("n_attributes"), **mc)
+    shape = mc.pop("n_objects"), mc.pop("n_attributes")
+    if "architecture" in mc:  # a pretrained backbone's probe (vqa.backbone imports vqa.model, not the reverse)
+        from ehrxqa_pipeline.vqa.backbone import PretrainedModel
+
+        model = PretrainedModel(*shape, **mc)
+    else:
+        model = build_model(*shape, **mc)
     model.load_state_dict(payload["state_dict"])
     model.to(resolve_device(device)).eval()
     return TrainResult(model, Vocab.from_dict(payload["vocab"]), TrainConfig(**payload["config"]),
