@@ -1,10 +1,10 @@
 """Rank-based AUROC (Mann-Whitney U with average ranks for ties), per array and per (object, attribute) pair.
 
-Grain: ``auroc`` -> one number for one (labels, scores) vector; ``pair_auroc`` -> one row per
-(object, attribute) pair with at least ``min_positives`` positives and one negative.
+Grain: ``pair_auroc`` -> one row per (object, attribute) pair with at least ``min_positives`` positives and one
+negative; ``macro_auroc`` -> their mean.
 Source: model scores (``Predictions.relations.prob`` or training logits) joined with 0/1 labels.
-Used for model selection during training and for the reference model's report; the rank formula itself
-is ``vqa.metrics`` (``auroc``, ``auroc_by_group``), shared with scoring.
+Used for model selection during training (``vqa.steps``); the rank formula itself is ``vqa.metrics`` (``auroc``,
+``auroc_by_group``), shared with scoring.
 """
 
 from __future__ import annotations
@@ -13,12 +13,6 @@ import numpy as np
 import polars as pl
 
 from ehrxqa_pipeline.vqa import metrics
-
-
-def auroc(y: np.ndarray, score: np.ndarray) -> float:
-    """AUROC of ``score`` for binary ``y`` (``metrics.auroc``); NaN when y has only one class."""
-    value = metrics.auroc(score, y)
-    return float("nan") if value is None else value
 
 
 def pair_auroc(frame: pl.DataFrame, min_positives: int = 3, label: str = "label", score: str = "prob",
@@ -47,21 +41,3 @@ def matrix_macro_auroc(obj: np.ndarray, target: np.ndarray, prob: np.ndarray, po
     o, a = np.nonzero(pool[obj])
     frame = pl.DataFrame({"object": obj[o], "attribute": a, "label": target[o, a], "prob": prob[o, a]})
     return macro_auroc(frame, min_positives)
-
-
-def within_pair_auroc(frame: pl.DataFrame, label: str = "label", score: str = "prob",
-                      by: tuple[str, ...] = ("object", "attribute")) -> float:
-    """One AUROC over all rows after centring each pair's logits on that pair's mean.
-
-    Ranks images *within* each pair (as the per-pair AUROC does) but pools every positive, so it is far
-    less noisy than a macro average on a small split; a model that only knows each pair's prevalence scores
-    0.5. Pairs without a positive or a negative are left out.
-    """
-    keys = list(by)
-    p = pl.col(score).cast(pl.Float64).clip(1e-7, 1 - 1e-7)
-    logit = (p / (1 - p)).log()
-    f = (frame.with_columns(logit.alias("_z"))
-         .with_columns((pl.col("_z") - pl.col("_z").mean().over(keys)).round(9).alias("_c"),  # exact ties stay ties
-                       pl.col(label).cast(pl.Int64).sum().over(keys).alias("_p"), pl.len().over(keys).alias("_n"))
-         .filter((pl.col("_p") > 0) & (pl.col("_p") < pl.col("_n"))))
-    return auroc(f[label].to_numpy(), f["_c"].to_numpy())

@@ -10,9 +10,10 @@ import polars as pl
 import pytest
 
 from ehrxqa_pipeline.vqa import device as vdev
-from ehrxqa_pipeline.vqa.auroc import auroc, pair_auroc, within_pair_auroc
+from ehrxqa_pipeline.vqa.auroc import pair_auroc
 from ehrxqa_pipeline.vqa.images import ImageDecodeError, decode_crops, load_boxes
 from resources.device import VqaDevice
+from tests.vqa.held_out import auroc, within_pair_auroc
 
 
 # --- device -------------------------------------------------------------------------------------------------
