@@ -19,7 +19,6 @@ from .schema import CXR_FILES_DIR, MIMIC_CXR
 
 IMAGE_SCHEMA = {"relpath": pl.String, "subject_id": pl.Int64, "study_id": pl.Int64, "dicom_id": pl.String,
                 "bytes": pl.Int64}
-ALL_PARTITIONS = tuple(f"p{n}" for n in range(10, 20))
 _TOP = re.compile(r"p\d\d")
 _SUBJECT = re.compile(r"p(\d+)")
 _STUDY = re.compile(r"s(\d+)")
@@ -51,13 +50,6 @@ def _images_dir_or_none(root: Path | SourceLayout) -> str | None:
         return str(images_dir(root))
     except SourceError:
         return None
-
-
-def image_partitions(root: Path | SourceLayout) -> list[str]:
-    """The ``pNN`` folders present below ``files/``; all of ``p10``..``p19`` when there are none."""
-    base = _images_dir_or_none(root)
-    present = [name for name, _ in _dirs(base, _TOP)] if base else []
-    return present or list(ALL_PARTITIONS)
 
 
 def list_images(root: Path | SourceLayout, prefix: str | None = None) -> pl.DataFrame:

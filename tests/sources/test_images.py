@@ -1,7 +1,7 @@
 import polars as pl
 import pytest
 
-from ehrxqa_pipeline.sources.images import IMAGE_SCHEMA, image_partitions, image_relpath_expr, list_images
+from ehrxqa_pipeline.sources.images import IMAGE_SCHEMA, image_relpath_expr, list_images
 from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, MIMIC_CXR, image_relpath, release_path
 
 from .conftest import IMAGES
@@ -31,11 +31,6 @@ def test_prefix_and_strays(source):
 def test_absent_tree(tmp_path):
     df = list_images(tmp_path)
     assert df.height == 0 and df.schema == pl.Schema(IMAGE_SCHEMA)
-    assert image_partitions(tmp_path) == [f"p{n}" for n in range(10, 20)]
-
-
-def test_partitions(source):
-    assert image_partitions(source.root) == ["p10", "p11"]
 
 
 def test_bad_prefix():
