@@ -1,4 +1,4 @@
-"""Rank-based AUROC (Mann-Whitney U with average ranks for ties), per array and per (object, attribute) pair.
+"""Rank-based AUROC (Mann-Whitney U with average ranks for ties) per (object, attribute) pair, and their mean.
 
 Grain: ``pair_auroc`` -> one row per (object, attribute) pair with at least ``min_positives`` positives and one
 negative; ``macro_auroc`` -> their mean.
