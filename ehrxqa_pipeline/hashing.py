@@ -6,9 +6,14 @@ set from user space and moves on every write, and a replaced file (new inode) is
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
 
 _CHUNK = 1 << 22
 
@@ -16,6 +21,14 @@ _CHUNK = 1 << 22
 def bytes_digest(data: bytes) -> str:
     """``file_digest`` of a file that holds ``data``."""
     return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def frame_digest(frame: pl.DataFrame) -> str:
+    """``bytes_digest`` of the frame's content as uncompressed Arrow IPC: equal frames give equal digests (one
+    equal but typed or ordered otherwise gives another, which only costs a memo a run)."""
+    buffer = io.BytesIO()
+    frame.rechunk().write_ipc(buffer, compression="uncompressed")
+    return bytes_digest(buffer.getvalue())
 
 
 def file_digest(path: Path) -> str:

@@ -32,14 +32,13 @@ the same comparisons that command uses (``scoring.ehrxqa_outcome``, ``metrics.co
 from __future__ import annotations
 
 import functools
-import io
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
-from ehrxqa_pipeline.hashing import bytes_digest, combine, file_digest
+from ehrxqa_pipeline.hashing import bytes_digest, combine, file_digest, frame_digest
 from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo
 from ehrxqa_pipeline.questions.neuralsql import OracleModule
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
@@ -102,14 +101,8 @@ def table_scores(x: EvaluationInputs, items: pl.DataFrame, store: ParseStore | N
 
 
 def _frames_digest(*frames: pl.DataFrame) -> str:
-    """A digest of the frames' contents: each one's Arrow IPC bytes (equal frames give equal digests; a frame
-    that is equal but laid out otherwise may give another, which only costs a run)."""
-    parts = []
-    for frame in frames:
-        buffer = io.BytesIO()
-        frame.rechunk().write_ipc(buffer, compression="uncompressed")
-        parts.append(bytes_digest(buffer.getvalue()))
-    return combine(*parts)
+    """One digest of the frames' contents (``hashing.frame_digest`` of each)."""
+    return combine(*map(frame_digest, frames))
 
 
 def _module_inputs(name: str, x: EvaluationInputs, fit_digest: str, trained: Mapping[str, tuple]) -> str | None:

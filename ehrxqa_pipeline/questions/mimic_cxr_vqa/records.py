@@ -16,7 +16,6 @@ builder serialised numpy integers with ``default=str``, so they came out as stri
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import polars as pl
 
 from ehrxqa_pipeline import atomic
 from ehrxqa_pipeline.atomic import write_json
-from ehrxqa_pipeline.hashing import bytes_digest, combine, file_digest
+from ehrxqa_pipeline.hashing import combine, file_digest, frame_digest
 from ehrxqa_pipeline.paraphrase.placeholders import leftovers
 from ehrxqa_pipeline.release.memo import OutputMemo
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import (ARGUMENT_KINDS, GENDER_TEXT, SLOT_COLUMNS, TEMPLATES,
@@ -190,9 +189,7 @@ def write_splits(questions: pl.DataFrame, images: pl.DataFrame, out_dir: Path, s
     f, done, out = record_frame(questions, images), OutputMemo(memo), {}
     for split in splits:
         part, path = f.filter(pl.col("split") == split).rechunk(), Path(out_dir) / f"{split}.json"
-        buf = io.BytesIO()
-        part.write_ipc(buf)
-        inputs = combine(bytes_digest(buf.getvalue()), _CODE)
+        inputs = combine(frame_digest(part), _CODE)
         facts = done.kept(split, inputs, path)
         if facts is None:
             records = frame_records(part)
