@@ -104,21 +104,10 @@ def test_graph_structure():
 def test_only_the_assembly_imports_the_definitions():
     """definitions.py assembles the code location; nothing it assembles imports it back (issue 16: the release
     assets receive the Definitions through ``assets.release.release_assets``). The CLI and tests may."""
-    import ast
+    from tests.test_imports import PACKAGES, ROOT, import_graph
 
-    root = Path(__file__).resolve().parents[1]
-    offenders = []
-    for folder in ("assets", "resources", "ehrxqa_pipeline"):
-        for path in sorted((root / folder).rglob("*.py")):
-            rel = path.relative_to(root).as_posix()
-            if rel == "ehrxqa_pipeline/definitions.py" or rel.startswith("ehrxqa_pipeline/cli/"):
-                continue
-            for node in ast.walk(ast.parse(path.read_text())):
-                names_ = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                          [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom)
-                          and node.module else [])
-                if any(n.startswith("ehrxqa_pipeline.definitions") for n in names_):
-                    offenders.append(f"{rel}:{node.lineno}")
+    offenders = sorted(m for m, imported in import_graph(ROOT, PACKAGES).items()
+                       if "ehrxqa_pipeline.definitions" in imported and m.split(".")[:2] != ["ehrxqa_pipeline", "cli"])
     assert offenders == []
 
 
