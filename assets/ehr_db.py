@@ -118,7 +118,8 @@ def _answer_sheet_asset(which: str) -> dg.AssetsDefinition:
             export = export_answer_sheet(con, sheet.schema, answer_sheet_dir(settings, which))
             materialized = table_result(context, con, f"{sheet.schema}.tb_cxr_plus", metadata={
                 **sheet.metadata(), "sqlite": dg.MetadataValue.path(str(export.sqlite_path)),
-                "duckdb": dg.MetadataValue.path(str(export.duckdb_path)), "sqlite_sha256": export.sqlite_sha256})
+                "duckdb": dg.MetadataValue.path(str(export.duckdb_path)), "sqlite_sha256": export.sqlite_sha256,
+                "files": "written" if export.patched_rows is None else f"patched: {export.patched_rows} rows"})
         yield materialized
         yield from check_results(checks)
 

@@ -75,3 +75,56 @@ def test_export_replaces_previous_files(built, exported, tmp_path):
     assert first.sqlite_sha256 == again.sqlite_sha256 == exported["silver"].sqlite_sha256
     assert sorted(p.name for p in (tmp_path / "silver").iterdir()) == ["mimic_iv_cxr.db", "mimic_iv_cxr.duckdb",
                                                                      "tables.json"]
+
+
+def test_an_answer_sheet_edit_patches_its_files_to_the_rows_a_fresh_export_writes(built, sheets, tmp_path):
+    """Relations flipped in a few rows (a label edit): both answer-sheet files are patched in exactly those rows
+    and then hold what a fresh export writes; nothing changed: nothing rewritten. Written whole instead: after a
+    file changed since the last export, a key column changed, or a row went."""
+    import os
+
+    from ehrxqa_pipeline.ehr.export import export_answer_sheet
+
+    con, _ = built
+    rows = con.execute(f"SELECT * FROM {sheets['gold'].schema}.tb_cxr_plus").fetch_arrow_table()
+    mem = duckdb.connect()  # a private copy of the gold answer sheet to edit
+    mem.execute("CREATE SCHEMA s")
+    mem.execute("CREATE TABLE s.tb_cxr_plus AS SELECT * FROM rows")
+    out = tmp_path / "sheet"
+
+    def export(fresh: bool = False):
+        return export_answer_sheet(mem, "s", tmp_path / "fresh" if fresh else out)
+
+    def same_as_fresh(result) -> None:
+        again = export(fresh=True)
+        assert again.patched_rows is None
+        assert _sqlite_rows(result.sqlite_path, ANSWER_TABLE) == _sqlite_rows(again.sqlite_path, ANSWER_TABLE)
+        assert _duckdb_rows(result.duckdb_path, ANSWER_TABLE) == _duckdb_rows(again.duckdb_path, ANSWER_TABLE)
+        with sqlite3.connect(result.sqlite_path) as a, sqlite3.connect(again.sqlite_path) as b:
+            schema = "SELECT type, name, sql FROM sqlite_master ORDER BY name"
+            assert a.execute(schema).fetchall() == b.execute(schema).fetchall()
+            assert a.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        (tmp_path / "fresh" / ".tb_cxr_plus.state.json").unlink()  # the next fresh export writes anew too
+
+    assert export().patched_rows is None  # nothing to patch yet
+    inodes = [os.stat(p).st_ino for p in (out / "tb_cxr_plus.db", out / "tb_cxr_plus.duckdb")]
+    assert export().patched_rows == 0
+    assert [os.stat(p).st_ino for p in (out / "tb_cxr_plus.db", out / "tb_cxr_plus.duckdb")] == inodes
+
+    mem.execute("UPDATE s.tb_cxr_plus SET relation = 1 - relation WHERE row_id IN (1, 5, 9)")
+    patched = export()
+    assert patched.patched_rows == 3 and patched.rows == {"tb_cxr_plus": rows.num_rows}
+    same_as_fresh(patched)
+
+    mem.execute("UPDATE s.tb_cxr_plus SET relation = 1 - relation WHERE row_id = 2")
+    os.utime(out / "tb_cxr_plus.db", ns=(1, 1))  # altered since the last export: written whole
+    written = export()
+    assert written.patched_rows is None
+    same_as_fresh(written)
+
+    mem.execute("UPDATE s.tb_cxr_plus SET attribute = 'edited' WHERE row_id = 3")  # a key column: written whole
+    assert export().patched_rows is None
+    mem.execute("DELETE FROM s.tb_cxr_plus WHERE row_id = (SELECT max(row_id) FROM s.tb_cxr_plus)")  # a row gone
+    gone = export()
+    assert gone.patched_rows is None
+    same_as_fresh(gone)
