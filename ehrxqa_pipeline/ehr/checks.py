@@ -113,20 +113,25 @@ def check_images_present(con: duckdb.DuckDBPyConnection, schema: str, files_dir:
 
 def check_answer_sheet(con: duckdb.DuckDBPyConnection, schema: str, answers_schema: str,
                        pairs_table: str) -> Check:
-    """TB_CXR_PLUS has exactly one row per TB_CXR image x pair of ``pairs_table``, with TB_CXR's values."""
+    """TB_CXR_PLUS has exactly one row per TB_CXR image x pair of ``pairs_table``, with TB_CXR's values.
+
+    As counts: a sheet row that matches an expected row (its image's TB_CXR values, a pair of the pool) covers
+    that (image, object, attribute) once; missing = expected rows - keys covered, unexpected = sheet rows - keys
+    covered (so a duplicate is unexpected). The same counts as both ``EXCEPT ALL``s of expected and sheet rows,
+    through joins with the small image and pair tables instead (0.1 s for the gold sheet at full scale, not 0.9)."""
     row = con.execute(f"""
-        WITH expected AS (SELECT t.image_id, t.study_id, t.subject_id, t.hadm_id, t.studydatetime,
-                                 lower(p.object) AS object, lower(p.attribute) AS attribute
-                          FROM {schema}.tb_cxr t CROSS JOIN {pairs_table} p),
-        actual AS (SELECT image_id, study_id, subject_id, hadm_id, studydatetime, object, attribute
-                   FROM {answers_schema}.tb_cxr_plus)
-        SELECT (SELECT count(*) FROM expected), (SELECT count(*) FROM actual),
-               (SELECT count(*) FROM (SELECT * FROM expected EXCEPT ALL SELECT * FROM actual)),
-               (SELECT count(*) FROM (SELECT * FROM actual EXCEPT ALL SELECT * FROM expected)),
+        SELECT (SELECT count(*) FROM {schema}.tb_cxr) * (SELECT count(*) FROM {pairs_table}),
+               (SELECT count(*) FROM {answers_schema}.tb_cxr_plus),
+               (SELECT count(DISTINCT (a.image_id, a.object, a.attribute))
+                FROM {answers_schema}.tb_cxr_plus a
+                JOIN {schema}.tb_cxr t ON t.image_id = a.image_id AND t.study_id = a.study_id
+                    AND t.subject_id = a.subject_id AND t.hadm_id IS NOT DISTINCT FROM a.hadm_id
+                    AND t.studydatetime = a.studydatetime
+                JOIN {pairs_table} p ON lower(p.object) = a.object AND lower(p.attribute) = a.attribute),
                (SELECT count(*) FROM {answers_schema}.tb_cxr_plus WHERE relation NOT IN (0, 1))""").fetchone()
-    details = {"expected_rows": row[0], "rows": row[1], "missing_rows": row[2], "unexpected_rows": row[3],
-               "bad_relation_values": row[4]}
-    return row[2] == 0 and row[3] == 0 and row[4] == 0, details
+    details = {"expected_rows": row[0], "rows": row[1], "missing_rows": row[0] - row[2],
+               "unexpected_rows": row[1] - row[2], "bad_relation_values": row[3]}
+    return row[0] == row[2] == row[1] and row[3] == 0, details
 
 
 def run_checks(con: duckdb.DuckDBPyConnection, result, config: DbConfig,

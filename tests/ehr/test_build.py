@@ -123,6 +123,35 @@ def test_checks_catch_broken_databases(built, sheets):
     con.execute("DROP SCHEMA broken CASCADE")
 
 
+def test_the_answer_sheet_check_counts_what_both_except_alls_count(built, sheets):
+    """Planted in a copy of the gold sheet: 2 rows gone, 1 row twice, 1 row with another study time, 1 relation
+    2. The check's counts equal both EXCEPT ALLs of expected and actual rows, computed here."""
+    con, results = built
+    r = results["gold"]
+    con.execute("CREATE OR REPLACE SCHEMA broken_sheet")
+    con.execute(f"CREATE TABLE broken_sheet.tb_cxr_plus AS SELECT * FROM {r.answers_schema}.tb_cxr_plus")
+    assert check_answer_sheet(con, r.schema, "broken_sheet", "cxr_labels.gold_pairs") == (True, {
+        "expected_rows": sheets["gold"].rows, "rows": sheets["gold"].rows, "missing_rows": 0, "unexpected_rows": 0,
+        "bad_relation_values": 0})
+    con.execute("DELETE FROM broken_sheet.tb_cxr_plus WHERE row_id IN (3, 4)")
+    con.execute("INSERT INTO broken_sheet.tb_cxr_plus SELECT * REPLACE (row_id + 10000000 AS row_id) "
+                "FROM broken_sheet.tb_cxr_plus WHERE row_id = 5")
+    con.execute("UPDATE broken_sheet.tb_cxr_plus SET studydatetime = studydatetime + INTERVAL 1 MINUTE "
+                "WHERE row_id = 6")
+    con.execute("UPDATE broken_sheet.tb_cxr_plus SET relation = 2 WHERE row_id = 7")
+    ok, details = check_answer_sheet(con, r.schema, "broken_sheet", "cxr_labels.gold_pairs")
+    columns = "image_id, study_id, subject_id, hadm_id, studydatetime, object, attribute"
+    expected = (f"SELECT t.image_id, t.study_id, t.subject_id, t.hadm_id, t.studydatetime, lower(p.object), "
+                f"lower(p.attribute) FROM {r.schema}.tb_cxr t CROSS JOIN cxr_labels.gold_pairs p")
+    actual = f"SELECT {columns} FROM broken_sheet.tb_cxr_plus"
+    missing = one(con, f"SELECT count(*) FROM ({expected} EXCEPT ALL {actual})")
+    unexpected = one(con, f"SELECT count(*) FROM ({actual} EXCEPT ALL {expected})")
+    assert (missing, unexpected) == (3, 2)
+    assert not ok and details == {"expected_rows": sheets["gold"].rows, "rows": sheets["gold"].rows - 2 + 1,
+                                  "missing_rows": missing, "unexpected_rows": unexpected, "bad_relation_values": 1}
+    con.execute("DROP SCHEMA broken_sheet CASCADE")
+
+
 @pytest.mark.parametrize("which", WHICH)
 def test_ages_dob_and_cohort_rules(built, which):
     con, results = built
