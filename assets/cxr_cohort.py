@@ -11,7 +11,7 @@ from ehrxqa_pipeline.cxr import downloads, selection
 from ehrxqa_pipeline.hashing import combine
 from ehrxqa_pipeline.cxr.integrity import CONTRACT as INTEGRITY_CONTRACT
 from ehrxqa_pipeline.cxr.integrity import JPEG_FAILURES, candidates_sql, check_images
-from ehrxqa_pipeline.release.digest import sha256_file
+from ehrxqa_pipeline.hashing import sha256_file
 from ehrxqa_pipeline.sources.images import images_dir
 from ehrxqa_pipeline.sources.schema import MIMIC_CXR
 from ehrxqa_pipeline.warehouse import replace_partition, transaction

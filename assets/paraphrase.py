@@ -19,7 +19,7 @@ from ehrxqa_pipeline.paraphrase.pools import build_pools, pool_problems, pool_si
 from ehrxqa_pipeline.paraphrase.privacy import PrivacyGuard, ValueSet
 from ehrxqa_pipeline.paraphrase.prompts import PAPER_COUNTS, PROMPT_VERSION, scaffold_texts
 from ehrxqa_pipeline.paraphrase.templates import all_templates
-from ehrxqa_pipeline.release.digest import sha256_file
+from ehrxqa_pipeline.hashing import sha256_file
 from ehrxqa_pipeline.warehouse import replace_tables
 from resources import LLMResource, PipelineConfig, Warehouse
 

@@ -1,4 +1,4 @@
-"""Content hashes of source files, remembered by (size, mtime, ctime, inode) so unchanged files are not re-read.
+"""Content hashes of files, remembered by (size, mtime, ctime, inode) so unchanged files are not re-read.
 
 mtime alone misses an edit that keeps it (``touch -r``, ``cp -p``, a tool that restores it); ctime cannot be
 set from user space and moves on every write, and a replaced file (new inode) is a new file."""
@@ -9,6 +9,8 @@ import hashlib
 import io
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,11 +34,59 @@ def frame_digest(frame: pl.DataFrame) -> str:
 
 
 def file_digest(path: Path) -> str:
-    h = hashlib.blake2b(digest_size=16)
+    """BLAKE2b (128 bits) of the file's bytes (``remembered``)."""
+    return _remembered(Path(path), "blake2b", lambda: hashlib.blake2b(digest_size=16))
+
+
+def sha256_file(path: Path) -> str:
+    """SHA-256 of the file's bytes, as ``sha256sum`` prints it (``remembered``)."""
+    return _remembered(Path(path), "sha256", hashlib.sha256)
+
+
+# Digests of files read in this process: "algorithm:absolute path" -> [*stat_key, digest]. A digest is valid
+# while the file's stat_key is the one read before hashing it (and again after: a file that changed meanwhile is
+# not remembered), so a build's steps, which hash the same release files to verify, describe and list them, read
+# each file once; ``remembering`` keeps them from one build to the next.
+_DIGESTS: dict[str, list] = {}
+DIGESTS_FILE = "file_digests.json"  # where ``ehrxqa build`` keeps them (EHRXQA_HOME/cache/)
+
+
+def _remembered(path: Path, algorithm: str, new) -> str:
+    key, before = f"{algorithm}:{path.absolute()}", stat_key(path.stat())
+    hit = _DIGESTS.get(key)
+    if hit is not None and hit[:-1] == before:
+        return hit[-1]
+    h = new()
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
-    return h.hexdigest()
+    digest = h.hexdigest()
+    if stat_key(path.stat()) == before:
+        _DIGESTS[key] = [*before, digest]
+    return digest
+
+
+@contextmanager
+def remembering(store: Path) -> Iterator[None]:
+    """Within the block, the file digests kept in ``store`` (a JSON file; missing or damaged: none) are
+    remembered; afterwards those of files that still exist are written back."""
+    from ehrxqa_pipeline.atomic import read_json_object, write_text
+
+    for key, entry in read_json_object(store).items():
+        if isinstance(entry, list) and len(entry) == 6:
+            _DIGESTS.setdefault(key, entry)
+    try:
+        yield
+    finally:
+        kept = {k: v for k, v in _DIGESTS.items() if _still(k.partition(":")[2], v)}
+        write_text(store, json.dumps(kept, sort_keys=True))
+
+
+def _still(path: str, entry: list) -> bool:
+    try:
+        return stat_key(os.stat(path)) == entry[:-1]
+    except OSError:
+        return False
 
 
 CHANGED_WHILE_READ = "changed while it was read"

@@ -302,7 +302,8 @@ def release_files(folder, *, read_from_zip: bool = False) -> dict[str, str]:
     import hashlib
     import json
 
-    from ehrxqa_pipeline.release.manifest import MANIFEST_NAME, SUMS_NAME, file_entries, sha256_file
+    from ehrxqa_pipeline.hashing import sha256_file
+    from ehrxqa_pipeline.release.manifest import MANIFEST_NAME, SUMS_NAME, file_entries
     from ehrxqa_pipeline.sources.scene_graph import TABULAR
 
     entries = file_entries(folder)

@@ -57,6 +57,56 @@ def test_hash_cache_refuses_a_file_that_changes_while_it_is_hashed(tmp_path, mon
     assert not (tmp_path / "hashes.json").exists()  # nothing cached for a version nobody read whole
 
 
+def test_file_digests_are_remembered_while_the_file_is_the_one_hashed(tmp_path, monkeypatch):
+    """A digest is read back, not recomputed, while the file's stat key holds, also in the next build (the
+    ``remembering`` store); an edit that keeps size and mtime is hashed again; a deleted file is forgotten."""
+    import json
+
+    import ehrxqa_pipeline.hashing as hashing
+
+    monkeypatch.setattr(hashing, "_DIGESTS", {})
+    f, gone = tmp_path / "test.json", tmp_path / "gone.json"
+    f.write_text("[1, 2, 3]\n")
+    gone.write_text("[]\n")
+    store = tmp_path / "cache" / hashing.DIGESTS_FILE
+    with hashing.remembering(store):
+        first, sha = hashing.file_digest(f), hashing.sha256_file(f)
+        hashing.file_digest(gone)
+        gone.unlink()
+    assert sha == __import__("hashlib").sha256(f.read_bytes()).hexdigest()
+    assert set(json.loads(store.read_text())) == {f"blake2b:{f}", f"sha256:{f}"}  # the deleted one forgotten
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("read again")
+
+    monkeypatch.setattr(hashing, "_DIGESTS", {})  # the next build's process
+    with hashing.remembering(store):
+        monkeypatch.setattr(hashing, "open", no_reading, raising=False)
+        assert (hashing.file_digest(f), hashing.sha256_file(f)) == (first, sha)
+        monkeypatch.delattr(hashing, "open")
+        _flip(f)
+        assert hashing.file_digest(f) not in (first, None)
+        assert hashing.file_digest(f) == hashing.bytes_digest(f.read_bytes())
+
+
+def test_a_file_that_changes_while_it_is_hashed_is_not_remembered(tmp_path, monkeypatch):
+    import ehrxqa_pipeline.hashing as hashing
+
+    monkeypatch.setattr(hashing, "_DIGESTS", {})
+    f = tmp_path / "part.json"
+    f.write_text("[1]\n")
+    real = open
+
+    def open_and_append(path, mode="r", *args, **kwargs):
+        with real(path, "a") as fh:
+            fh.write("2\n")
+        return real(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(hashing, "open", open_and_append, raising=False)
+    hashing.file_digest(f)
+    assert hashing._DIGESTS == {}
+
+
 def _defs(source: Path, home: Path):
     from assets.ingest import INGEST_ASSETS, ingest_key
     from assets.sources import observe_sources

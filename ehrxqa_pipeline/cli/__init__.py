@@ -178,6 +178,7 @@ def _run_config(path: str) -> dict:
 
 def cmd_build(args) -> int:
     from ehrxqa_pipeline.cli.build import build, format_summary
+    from ehrxqa_pipeline.hashing import DIGESTS_FILE, remembering
     from ehrxqa_pipeline.threads import steps_run_alone
 
     if args.changed and args.select:
@@ -218,7 +219,9 @@ def cmd_build(args) -> int:
 
             definitions.defs.resolve_asset_graph()  # loaded and resolved first: then outside the collector's walks
             gc_settings.for_many_steps()
-            with steps_run_alone():  # the build runs one step at a time in this process
+            # one step at a time in this process; release files hashed once (a digest kept while its file's
+            # stat key holds), and from one build to the next
+            with steps_run_alone(), remembering(settings.cache_dir / DIGESTS_FILE):
                 summary = build(settings, select=args.select, changed=args.changed, run_config=run_config,
                                 instance=instance)
     print(format_summary(summary, settings))

@@ -28,7 +28,6 @@ Each file is written under a temporary name and renamed into place, so a failure
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import sqlite3
 import uuid
@@ -42,7 +41,7 @@ from ehrxqa_pipeline.atomic import read_json_object, replacing, write_json
 from ehrxqa_pipeline.ehr.config import DB_NAME
 from ehrxqa_pipeline.ehr.ddl import ANSWER_TABLE, PRIMARY_KEY, TABLES, Table, create_sql, index_sql, select_sql
 from ehrxqa_pipeline.ehr.spider import TABLES_JSON, write_tables_json
-from ehrxqa_pipeline.hashing import stat_key
+from ehrxqa_pipeline.hashing import sha256_file, stat_key
 
 BATCH = 50_000
 PATCH_SHARE = 0.05  # more changed rows than this share: the answer sheet's files are written anew
@@ -65,7 +64,7 @@ def export_database(con: duckdb.DuckDBPyConnection, schema: str, out_dir: Path) 
     paths = (out_dir / f"{DB_NAME}.duckdb", out_dir / f"{DB_NAME}.db")
     rows = _write_both(con, schema, TABLES, *paths)
     schema_json = write_tables_json(out_dir / TABLES_JSON, DB_NAME, TABLES)
-    return ExportResult(*paths, tables_json_path=schema_json, rows=rows, sqlite_sha256=sha256(paths[1]))
+    return ExportResult(*paths, tables_json_path=schema_json, rows=rows, sqlite_sha256=sha256_file(paths[1]))
 
 
 def export_answer_sheet(con: duckdb.DuckDBPyConnection, answers_schema: str, answers_dir: Path) -> ExportResult:
@@ -81,7 +80,7 @@ def export_answer_sheet(con: duckdb.DuckDBPyConnection, answers_schema: str, ans
     else:
         rows = {ANSWER_TABLE.name: _count(con, f"{answers_schema}.{ANSWER_TABLE.name}")}
     write_json(state, {p.name: stat_key(p.stat()) for p in paths})
-    return ExportResult(*paths, tables_json_path=None, rows=rows, sqlite_sha256=sha256(paths[1]),
+    return ExportResult(*paths, tables_json_path=None, rows=rows, sqlite_sha256=sha256_file(paths[1]),
                         patched_rows=patched)
 
 
@@ -215,14 +214,6 @@ def _fill_sqlite(con: duckdb.DuckDBPyConnection, schema: str, tables: tuple[Tabl
             raise ValueError(f"{name}: {len(bad)} foreign-key violations, first {bad[:3]}")
     finally:
         db.close()
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _count(con, name: str) -> int:

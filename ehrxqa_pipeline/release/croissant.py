@@ -50,7 +50,7 @@ from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.questions.ehrxqa.records import FIELD_DICTIONARY as EHRXQA_FIELDS
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import FIELD_DICTIONARY as VQA_FIELDS
 from ehrxqa_pipeline.release import datasheet, hf
-from ehrxqa_pipeline.release.digest import sha256_file
+from ehrxqa_pipeline.hashing import sha256_file
 from ehrxqa_pipeline.release.identity import PUBLISHED, release_version
 from ehrxqa_pipeline.release.license_note import DUA, LICENSE, LICENSE_FILE, LICENSE_URL, TERMS
 from ehrxqa_pipeline.release.tables import SPLITS

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import duckdb
 
+from ehrxqa_pipeline.hashing import sha256_file
+
 CHUNK = 1 << 20
 # Code whose change can change a release (relative to the repository root): tracked source, no caches.
 CODE_DIRS = ("ehrxqa_pipeline", "assets", "resources", "data_contracts")
@@ -25,14 +27,6 @@ _SKIPPED_SUFFIXES = (".pyc", ".pyo", ".tmp")
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _ident(name: str) -> str:

@@ -30,11 +30,10 @@ from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 
-from ehrxqa_pipeline.hashing import HashCache, combine, file_digest
+from ehrxqa_pipeline.hashing import HashCache, combine, file_digest, sha256_file
 from ehrxqa_pipeline.names import SEMANTICS
 from ehrxqa_pipeline.atomic import write_text
-from ehrxqa_pipeline.release.digest import (CODE_DIRS, code_files, duckdb_content_digest, sha256_file,
-                                            tree_digest)
+from ehrxqa_pipeline.release.digest import CODE_DIRS, code_files, duckdb_content_digest, tree_digest
 from ehrxqa_pipeline.release.identity import identity_section, release_version
 from ehrxqa_pipeline.sources.files import origin
 from ehrxqa_pipeline.sources.datasets import DATASETS

@@ -280,7 +280,7 @@ def test_a_parquet_file_read_otherwise_than_its_json_is_an_error(release, offlin
     the count is the parquet file's)."""
     import pyarrow.parquet as pq
 
-    from ehrxqa_pipeline.release.digest import sha256_file
+    from ehrxqa_pipeline.hashing import sha256_file
 
     monkeypatch.setattr(croissant, "READ_RECORDS", 1)
     rel = croissant.parquet_file("ehrxqa", "test")
