@@ -188,3 +188,26 @@ def test_multimodal_record_fields(conn):
     assert r["t_tag"] == ["null", "", "", "", ""]
     assert r["tag"] == ("count the number of {gender} patients aged [age_group:50s] who had a chest x-ray study during "
                         "hospital visit indicating lung opacity in the left lung [time_filter_global1:null].")
+
+
+
+def test_the_filters_that_hold_for_a_time_are_those_whose_own_statement_holds(conn, monkeypatch):
+    """``filters_containing`` asks SQLite once per time for all its candidate filters: the same filters, in the
+    same order, as asking for each on its own (times of the database's studies, and edge times)."""
+    from ehrxqa_pipeline.questions.neuralsql import postprocess_query
+
+    filler = ImageFiller(conn)
+    times = sorted(set(filler.time_of.values()))[:40] + ["2105-12-31 23:59:00", "2105-01-01 00:00:00",
+                                                         "2104-12-31 23:59:59", "2100-02-29 12:00:00"]
+    asked: dict[str, list] = {}
+    batched = filler.holding
+    monkeypatch.setattr(filler, "holding", lambda filters, t: asked.setdefault(t, list(filters)) and batched(filters, t))
+    held_tags = set()
+    for t in times:
+        got = filler.filters_containing(t)
+        assert len(asked[t]) == 27  # 9 absolute, 6 relative since/until, 2 x 6 this/last
+        alone = [f for f in asked[t]
+                 if conn.execute(postprocess_query(f"select {f.sql(None, column=repr(t)) or '1'}")).fetchone()[0]]
+        assert list(got) == alone, t
+        held_tags |= {f.tag for f in got}
+    assert len(held_tags) >= 20  # most kinds of filter hold for some time

@@ -26,6 +26,7 @@ values (same validity rules).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from functools import cached_property
 
 import numpy as np
@@ -158,11 +159,14 @@ class ImageFiller:
         return None
 
     # -- time filters ------------------------------------------------------------------------------------
-    def contains(self, flt: TimeFilter, time: str) -> bool:
-        """Whether the (non-visit) filter holds for an event at ``time`` (evaluated by SQLite; asked once per
-        filter and time, through ``filters_containing``)."""
-        cond = flt.sql(None, column=f"'{time}'") or "1"
-        return bool(self.conn.execute(postprocess_query(f"select {cond}")).fetchone()[0])
+    def holding(self, filters: Sequence[TimeFilter], time: str) -> list[TimeFilter]:
+        """Those of the (non-visit) ``filters`` that hold for an event at ``time``, in their order: each one's
+        condition evaluated by SQLite, all in one statement (asked once per time, through
+        ``filters_containing``)."""
+        literal = f"'{time}'"
+        conditions = [f"({flt.sql(None, column=literal) or '1'})" for flt in filters]
+        held = self.conn.execute(postprocess_query(f"select {', '.join(conditions)}")).fetchone()
+        return [flt for flt, value in zip(filters, held) if value]
 
     def time_filter(self, rng: np.random.Generator, anchor_time: str, hadm_id: int | None = None,
                     patient: bool = True, allow_null: bool = True) -> TimeFilter:
@@ -195,7 +199,7 @@ class ImageFiller:
             options += [TimeFilter(f"rel-year-{rel}"), TimeFilter(f"rel-month-{rel}"), TimeFilter(f"rel-day-{rel}"),
                         TimeFilter(f"mix-month-{rel}_year", t[5:7]), TimeFilter(f"mix-day-{rel}_year", t[5:10]),
                         TimeFilter(f"mix-day-{rel}_month", t[8:10])]
-        return [f for f in options if self.contains(f, t)]
+        return self.holding(options, t)
 
     def within(self, rng: np.random.Generator, t1: str, t2: str) -> WithinFilter:
         """A within filter that usually (not always) holds for the earlier time t1 and the later t2."""
