@@ -102,7 +102,12 @@ class PriorMost:
 
     @classmethod
     def fit(cls, questions: pl.DataFrame) -> PriorMost:
-        return cls(most_popular(_fit_rows(questions), [])["answer"][0].to_list())
+        return cls.of_rows(_fit_rows(questions))
+
+    @classmethod
+    def of_rows(cls, rows: pl.DataFrame) -> PriorMost:
+        """Fitted on ``_fit_rows`` already taken (``fit_priors`` shares them)."""
+        return cls(most_popular(rows, [])["answer"][0].to_list())
 
     def answer_frame(self, questions: pl.DataFrame) -> list[list[str]]:
         return [list(self.answer) for _ in range(questions.height)]
@@ -127,14 +132,18 @@ class PriorQuestion:
     def fit(cls, questions: pl.DataFrame, pairs: pl.DataFrame | None = None) -> PriorQuestion:
         """``pairs`` (object, attribute): the vocabulary for inverting EHRXQA questions; default: every object
         and attribute named by the fitted rows."""
-        rows = _fit_rows(questions)
+        return cls.of_rows(_fit_rows(questions), pairs)
+
+    @classmethod
+    def of_rows(cls, rows: pl.DataFrame, pairs: pl.DataFrame | None = None,
+                most: PriorMost | None = None) -> PriorQuestion:
         best = most_popular(rows, ["template_key"])
         by_template = dict(zip(best["template_key"], best["answer"].to_list()))
         src = pairs if pairs is not None else rows
         objects = {v for c in ("object", "object_1", "object_2") if c in src.columns for v in src[c].drop_nulls()}
         attributes = {v for c in ("attribute", "attribute_1", "attribute_2") if c in src.columns
                       for v in src[c].drop_nulls()}
-        return cls(by_template, PriorMost.fit(questions), sorted(objects), sorted(attributes))
+        return cls(by_template, most or PriorMost.of_rows(rows), sorted(objects), sorted(attributes))
 
     def answer_frame(self, questions: pl.DataFrame) -> list[list[str]]:
         keys = questions["template_key"].to_list()
@@ -170,10 +179,13 @@ class PriorQuestionText:
     @classmethod
     def fit(cls, questions: pl.DataFrame) -> PriorQuestionText:
         """Texts from ``question_texts`` (a ``question`` or ``paraphrase`` column is used when present)."""
-        rows = _fit_rows(questions)
-        rows = rows.with_columns(_text=normalised_text_expr(pl.lit(question_texts(rows))))
-        best = most_popular(rows, ["_text"])
-        return cls(dict(zip(best["_text"], best["answer"].to_list())), PriorMost.fit(questions))
+        return cls.of_rows(_fit_rows(questions))
+
+    @classmethod
+    def of_rows(cls, rows: pl.DataFrame, most: PriorMost | None = None) -> PriorQuestionText:
+        texts = rows.with_columns(_text=normalised_text_expr(pl.lit(question_texts(rows))))
+        best = most_popular(texts, ["_text"])
+        return cls(dict(zip(best["_text"], best["answer"].to_list())), most or PriorMost.of_rows(rows))
 
     def answer_texts(self, texts: Iterable[str]) -> list[list[str]]:
         out = []
@@ -190,3 +202,11 @@ class PriorQuestionText:
 
     def __call__(self, images: list[ImageRef], questions: list[str]) -> list[Answer]:
         return [as_module_answer(a) for a in self.answer_texts(questions)]
+
+
+def fit_priors(questions: pl.DataFrame, pairs: pl.DataFrame | None = None) -> dict[str, object]:
+    """The three priors (by ``name``) fitted on the train and valid rows of ``questions``, which are taken and
+    their answers sorted once for all three (each ``fit`` alone does that itself): the same modules."""
+    rows = _fit_rows(questions)
+    most = PriorMost.of_rows(rows)
+    return {m.name: m for m in (most, PriorQuestion.of_rows(rows, pairs, most), PriorQuestionText.of_rows(rows, most))}

@@ -45,7 +45,7 @@ from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
 from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore
 from ehrxqa_pipeline.questions.neuralsql.vqa_modules import YesModule
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import prepare_labels
-from ehrxqa_pipeline.vqa.baselines import PriorMost, PriorQuestion, PriorQuestionText
+from ehrxqa_pipeline.vqa.baselines import fit_priors
 from ehrxqa_pipeline.vqa.leaderboard import module_scores
 from ehrxqa_pipeline.vqa.modules import OpenAIVisionModule, ReferenceModule, answer_mimic_cxr_vqa
 from ehrxqa_pipeline.vqa.prediction_files import EHRXQA, MIMIC_CXR_VQA
@@ -210,7 +210,8 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
     fit = x.questions.filter(pl.col("split").is_in(["train", "valid"]))
     oracle = OracleModule(x.answer_sheet, database=x.gold_database)  # EHRXQA: the gold database's answer sheet
     gold = LabelModule(prepare_labels(x.pairs, x.gold_positives, x.images.filter(pl.col("split") == "test")), "oracle")
-    priors = {"yes": YesModule(), "prior_most": PriorMost.fit(fit), "prior_question": PriorQuestion.fit(fit, x.pairs)}
+    fitted = fit_priors(fit, x.pairs)
+    priors = {"yes": YesModule(), **{k: fitted[k] for k in ("prior_most", "prior_question")}}
     mimic_modules: dict[str, object] = {"oracle": gold, **priors}  # MIMIC-CXR-VQA: its own gold labels
     ehrxqa_modules: dict[str, object] = {"oracle": oracle, **priors}
     out = Evaluation()
@@ -278,7 +279,7 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
         out.predictions.setdefault(EHRXQA, {})[name] = [{"id": i, "answer": a} for i, a in result["answers"].items()]
     memo.save()
 
-    text_modules = {"prior_question_text": PriorQuestionText.fit(fit), **({"vision": vision} if vision else {})}
+    text_modules = {"prior_question_text": fitted["prior_question_text"], **({"vision": vision} if vision else {})}
     phrased = phrasings(test, x.pools, k=robustness_k, seed=seed)
     robust = paraphrase_robustness(text_modules, phrased, images=x.images, images_root=x.images_root)
     for name, result in robust.items():

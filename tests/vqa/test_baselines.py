@@ -6,7 +6,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ehrxqa_pipeline.vqa.baselines import PriorMost, PriorQuestion, PriorQuestionText, most_popular, question_texts
+from ehrxqa_pipeline.vqa.baselines import (PriorMost, PriorQuestion, PriorQuestionText, fit_priors, most_popular,
+                                           question_texts)
 from tests.vqa.helpers_scoring import question_frame
 
 LL, RL, PE, LO = "left lung", "right lung", "pleural effusion", "lung opacity"
@@ -43,6 +44,19 @@ def test_prior_most_and_tie_break():
     yes = PriorMost.fit(question_frame([{"template_key": "base_2", "image_id": "a", "object_1": LL,
                                          "attribute_1": PE, "answer": a} for a in (["yes"], ["yes"], ["no"])], "train"))
     assert yes.answer == ["yes"] and yes([None], ["anything"]) == [True]  # verify form for the executor
+
+
+def test_the_priors_fitted_together_are_those_fitted_alone():
+    pairs = pl.DataFrame({"object": [LL, RL], "attribute": [PE, LO]})
+    together = fit_priors(_fit_frame(), pairs)
+    assert set(together) == {"prior_most", "prior_question", "prior_question_text"}
+    alone = PriorMost.fit(_fit_frame()), PriorQuestion.fit(_fit_frame(), pairs), PriorQuestionText.fit(_fit_frame())
+    assert together["prior_most"].answer == alone[0].answer == [LO]
+    assert together["prior_question"].by_template == alone[1].by_template
+    assert together["prior_question"].most.answer == alone[1].most.answer
+    assert together["prior_question"].inverter.invert("is there lung opacity in the right lung?") == \
+        alone[1].inverter.invert("is there lung opacity in the right lung?")
+    assert together["prior_question_text"].by_text == alone[2].by_text and len(alone[2].by_text) == 6  # 8 rows, 6 texts
 
 
 def test_most_popular_orders_lists_elementwise():
