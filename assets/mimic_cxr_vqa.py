@@ -1,21 +1,24 @@
 """MIMIC-CXR-VQA: balanced (image, question, answer) triples over the 48 templates, one asset per side (silver:
 train and valid; gold: test), the answer vocabulary, statistics and the release."""
 
+from collections import Counter
+
 import dagster as dg
 import polars as pl
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
-from assets.metadata import records_metadata, schema_metadata, table_result
+from assets.metadata import content_digest, records_metadata, schema_metadata, table_result
 from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.paraphrase import POOLS_KEY
 from assets.splits import SPLIT_KEYS
 from ehrxqa_pipeline import atomic, names
 from ehrxqa_pipeline.contracts import load_contract
+from ehrxqa_pipeline.hashing import combine, frame_digest
 from ehrxqa_pipeline.cxr.splits import SIDES
 from ehrxqa_pipeline.paraphrase import choose_vqa_phrasings
 from ehrxqa_pipeline.questions.mimic_cxr_vqa import stats as vqa_stats
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import answer_vocabulary
-from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import merged_types, record_frame, write_splits
+from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import merged_types, record_frame, write_side
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.sampling import sample_vqa
 from ehrxqa_pipeline.warehouse import replace_tables
 from resources import PipelineConfig, Warehouse
@@ -164,18 +167,30 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
           "Source: mimic_cxr_vqa.{silver,gold}, mimic_cxr_vqa.vocabulary, splits.{silver,gold}, paraphrase.pools.",
           **COMMON)
 def release_mimic_cxr_vqa(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
+    settings = pipeline_config.settings()
+    out = settings.release_dir / "mimic-cxr-vqa"
+    written: dict[str, dict] = {}
     with warehouse.connect() as con:
-        q, images = questions_and_images(con)
         vocabulary = [r[0] for r in con.execute(f"SELECT answer FROM {names.MIMIC_CXR_VQA}.vocabulary").fetchall()]
         pools = con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl()
-    settings = pipeline_config.settings()
-    phrased = choose_vqa_phrasings(q, pools, settings.seed)
-    out = settings.release_dir / "mimic-cxr-vqa"
-    context.log.info(f"writing {phrased.height} records to {out}/{{{','.join(SPLIT_NAMES)}}}.json")
-    # a split whose records are those of its file is left as it is (records.write_splits)
-    written = write_splits(phrased, images, out, SPLIT_NAMES, memo=settings.cache_dir / "mimic_cxr_vqa_release.json")
+        sizes = {side: con.execute(f"SELECT count(*) FROM {names.MIMIC_CXR_VQA}.{side}").fetchone()[0]
+                 for side in SIDES}
+        total, start = sum(sizes.values()), 0
+        context.log.info(f"{total} records for {out}/{{{','.join(SPLIT_NAMES)}}}.json")
+        for side in SIDES:  # release order; the phrasing draws run on across the sides
+            def load(side=side, start=start) -> tuple[pl.DataFrame, pl.DataFrame]:
+                q = con.execute(f"SELECT * FROM {names.MIMIC_CXR_VQA}.{side} ORDER BY split_order, q").pl()
+                return (choose_vqa_phrasings(q.drop("split_order", "q"), pools, settings.seed, start, total),
+                        con.execute(f"SELECT * FROM splits.{side}").pl())
+
+            # a side whose inputs are those its files were written from is not read (records.write_side)
+            inputs = combine(content_digest(con, [f"{names.MIMIC_CXR_VQA}.{side}", f"splits.{side}"]),
+                             frame_digest(pools), str(settings.seed), f"{start}/{total}")
+            written.update(write_side(load, inputs, out, names.SIDE_SPLITS[side],
+                                      memo=settings.cache_dir / "mimic_cxr_vqa_release.json"))
+            start += sizes[side]
     atomic.write_json(out / "answer_vocabulary.json", vocabulary, ensure_ascii=True)
-    para_types = dict(phrased.group_by("para_type").len().sort("para_type").rows())
+    para_types = dict(sorted(sum((Counter(written[s]["para_types"]) for s in SPLIT_NAMES), Counter()).items()))
     bad = [b for split in SPLIT_NAMES for b in written[split]["placeholder_problems"]]
     yield dg.MaterializeResult(metadata={
         **schema_metadata(sum(w["records"] for w in written.values()),

@@ -58,11 +58,17 @@ def _para_type() -> pl.Expr:
 # ---- MIMIC-CXR-VQA -------------------------------------------------------------------------------------
 
 
-def choose_vqa_phrasings(questions: pl.DataFrame, pools: pl.DataFrame, seed: int) -> pl.DataFrame:
-    """``questions`` (split, template_key, ...) with ``paraphrase`` and ``para_type`` added, order kept."""
+def choose_vqa_phrasings(questions: pl.DataFrame, pools: pl.DataFrame, seed: int, start: int = 0,
+                         total: int | None = None) -> pl.DataFrame:
+    """``questions`` (split, template_key, ...) with ``paraphrase`` and ``para_type`` added, order kept.
+    ``start``, ``total``: ``questions`` are rows ``start``.. of a frame of ``total`` rows (one side's of all
+    sides' questions), and get the phrasings that frame's rows get."""
     from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES
 
-    draws = generator(seed, f"paraphrase.apply.{MIMIC_CXR_VQA}").random(questions.height)
+    total = questions.height if total is None else total
+    if start < 0 or start + questions.height > total:
+        raise ValueError(f"rows {start}..{start + questions.height} are not within a frame of {total} rows")
+    draws = generator(seed, f"paraphrase.apply.{MIMIC_CXR_VQA}").random(total)[start:start + questions.height]
     q = _drawn(questions, pools.filter(pl.col("dataset") == MIMIC_CXR_VQA), "template_key", draws)
     original = pl.col("template_key").replace_strict({t.key: t.text for t in TEMPLATES}, return_dtype=pl.String)
     return q.with_columns(paraphrase=pl.coalesce("text", original), para_type=_para_type()).drop("text", "source")

@@ -47,6 +47,13 @@ def test_vqa_records_use_pool_phrasings(pools, vqa_sample):
         has_pool = (key, "train" if split == "train" else "test") in sides
         assert para_type == ("rule-based" if has_pool else "original"), (key, split)
     assert phrased.equals(choose_vqa_phrasings(questions, pools, seed=5))  # deterministic
+    # one side's rows (a slice of the release order) get the phrasings the whole frame's rows get
+    for start, stop in ((0, 2), (2, questions.height), (1, 3)):
+        part = choose_vqa_phrasings(questions[start:stop], pools, seed=5, start=start, total=questions.height)
+        assert part.equals(phrased[start:stop]), (start, stop)
+    assert not choose_vqa_phrasings(questions[2:], pools, seed=5)["paraphrase"].equals(phrased[2:]["paraphrase"])
+    with pytest.raises(ValueError, match="not within a frame"):
+        choose_vqa_phrasings(questions, pools, seed=5, start=1, total=questions.height)
     assert not phrased["paraphrase"].equals(choose_vqa_phrasings(questions, pools, seed=6)["paraphrase"])
     records = build_records(phrased, images)
     side = {r["text"]: r["side"] for r in pools.iter_rows(named=True)}

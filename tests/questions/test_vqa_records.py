@@ -127,6 +127,28 @@ def test_write_splits_rewrites_only_the_split_whose_records_changed(tmp_path, mo
     assert unfilled["valid"]["placeholder_problems"] == []
 
 
+def test_write_side_reads_a_side_only_when_its_inputs_or_files_changed(tmp_path):
+    """``write_side``: the side's questions are loaded only when its inputs digest is not the one its files were
+    written from or a file was altered since; the facts are ``write_splits``'s, with its para_type counts."""
+    from ehrxqa_pipeline.questions.mimic_cxr_vqa import records
+
+    out, memo, loads = tmp_path / "out", tmp_path / "cache" / "memo.json", []
+    phrased = QUESTIONS.with_columns(para_type=pl.Series(["llm", "original", "llm"]))
+
+    def load():
+        loads.append(1)
+        return phrased, IMAGES
+
+    first = records.write_side(load, "inputs-1", out, ("valid", "test"), memo)
+    assert len(loads) == 1 and first == records.write_splits(phrased, IMAGES, tmp_path / "x", ("valid", "test"))
+    assert first["test"]["para_types"] == {"llm": 1, "original": 1} and first["valid"]["para_types"] == {"llm": 1}
+    assert records.write_side(load, "inputs-1", out, ("valid", "test"), memo) == first and len(loads) == 1
+    assert records.write_side(load, "inputs-2", out, ("valid", "test"), memo) == first and len(loads) == 2
+    (out / "test.json").write_text("[]\n")  # altered since: read and written again
+    assert records.write_side(load, "inputs-2", out, ("valid", "test"), memo) == first and len(loads) == 3
+    assert (out / "test.json").read_bytes() == (tmp_path / "x" / "test.json").read_bytes()
+
+
 def test_merged_types_of_the_splits_are_the_field_types_of_all_their_records():
     """The release asset's column schema comes from the per-split types its memo keeps (``merged_types``)."""
     from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import field_types, merged_types

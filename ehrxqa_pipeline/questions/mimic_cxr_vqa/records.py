@@ -16,7 +16,7 @@ builder serialised numpy integers with ``default=str``, so they came out as stri
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -183,10 +183,12 @@ def write_splits(questions: pl.DataFrame, images: pl.DataFrame, out_dir: Path, s
                  memo: Path | None = None) -> dict[str, dict]:
     """``out_dir/<split>.json`` for each of ``splits`` (``write_split_json``), with the records of
     ``build_records(questions, images)``. Returns split -> {"records": count, "types": ``field_types``,
-    "placeholder_problems": ``placeholder_problems``}. ``memo`` (``release.memo.OutputMemo``): a split whose
-    rows are those of its file's last writing, and whose file still holds what was written, is left as it is;
-    a gold label edit (test questions) then writes the test file only."""
+    "placeholder_problems": ``placeholder_problems``, "para_types": questions per ``para_type``}. ``memo``
+    (``release.memo.OutputMemo``): a split whose rows are those of its file's last writing, and whose file
+    still holds what was written, is left as it is; a gold label edit (test questions) then writes the test
+    file only."""
     f, done, out = record_frame(questions, images), OutputMemo(memo), {}
+    kinds = questions["para_type"] if "para_type" in questions.columns else pl.Series([None] * questions.height)
     for split in splits:
         part, path = f.filter(pl.col("split") == split).rechunk(), Path(out_dir) / f"{split}.json"
         inputs = combine(frame_digest(part), _CODE)
@@ -194,10 +196,33 @@ def write_splits(questions: pl.DataFrame, images: pl.DataFrame, out_dir: Path, s
         if facts is None:
             records = frame_records(part)
             write_split_json(records, path)
+            para = kinds.filter(questions["split"] == split).drop_nulls().value_counts(sort=True, name="n")
             facts = done.record(split, inputs, file_digest(path), {
                 "records": len(records), "types": field_types(records),
-                "placeholder_problems": placeholder_problems({split: records})})
+                "placeholder_problems": placeholder_problems({split: records}),
+                "para_types": dict(sorted(zip(para[para.columns[0]].to_list(), para["n"].to_list())))})
         out[split] = facts
+    done.save()
+    return out
+
+
+def write_side(load: Callable[[], tuple[pl.DataFrame, pl.DataFrame]], inputs: str, out_dir: Path,
+               splits: Sequence[str], memo: Path) -> dict[str, dict]:
+    """``write_splits`` of one side's ``splits`` (silver: train and valid; gold: test) from ``load()``: its
+    (phrased) questions and its images. ``inputs``: a digest of everything they are made from (the side's
+    tables, the pools, the seed, the side's place in the phrasing draws), known before reading them: when each
+    split's file was last written from the same ``inputs`` and still holds what was written, ``load`` is never
+    called (a gold label edit does not read the silver side's 364k questions). Same files and facts."""
+    done = OutputMemo(memo)
+    inputs = combine(inputs, _CODE)
+    paths = {split: Path(out_dir) / f"{split}.json" for split in splits}
+    kept = {split: done.kept(f"{split}@side", inputs, path) for split, path in paths.items()}
+    if all(facts is not None for facts in kept.values()):
+        return kept
+    out = write_splits(*load(), out_dir, splits, memo=memo)
+    done = OutputMemo(memo)  # (as write_splits saved it)
+    for split, path in paths.items():
+        done.record(f"{split}@side", inputs, file_digest(path), out[split])
     done.save()
     return out
 
