@@ -2,6 +2,7 @@
 train and valid; gold: test), the answer vocabulary, statistics and the release."""
 
 from collections import Counter
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -13,9 +14,11 @@ from assets.paraphrase import POOLS_KEY
 from assets.splits import SPLIT_KEYS
 from ehrxqa_pipeline import atomic, names
 from ehrxqa_pipeline.contracts import load_contract
-from ehrxqa_pipeline.hashing import combine, frame_digest
+from ehrxqa_pipeline.hashing import combine, file_digest, frame_digest
 from ehrxqa_pipeline.cxr.splits import SIDES
 from ehrxqa_pipeline.paraphrase import choose_vqa_phrasings
+from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo
+from ehrxqa_pipeline.questions.mimic_cxr_vqa import records
 from ehrxqa_pipeline.questions.mimic_cxr_vqa import stats as vqa_stats
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.programs import answer_vocabulary
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import merged_types, record_frame, write_side
@@ -46,10 +49,10 @@ def read_sides(con, table: str, order: str = "", sides=SIDES) -> pl.DataFrame:
                      how="vertical_relaxed")
 
 
-def questions_and_images(con) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Every side's questions (release order, without the ordering columns) and split images."""
-    return (read_sides(con, f"{names.MIMIC_CXR_VQA}.{{side}}", "ORDER BY split_order, q").drop("split_order", "q"),
-            read_sides(con, "splits.{side}"))
+def side_questions(con, side: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One side's questions (release order, without the ordering columns) and its split images."""
+    return (con.execute(f"SELECT * FROM {names.MIMIC_CXR_VQA}.{side} ORDER BY split_order, q").pl()
+            .drop("split_order", "q"), con.execute(f"SELECT * FROM splits.{side}").pl())
 
 
 def _questions_asset(side: str) -> dg.AssetsDefinition:
@@ -132,6 +135,10 @@ def vocabulary(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.Ma
         return table_result(context, con, f"{names.MIMIC_CXR_VQA}.vocabulary")
 
 
+# What a side's statistics tables are computed with (assets/mimic_cxr_vqa.statistics keeps them by it)
+STATS_CODE = combine(file_digest(Path(vqa_stats.__file__)), file_digest(Path(records.__file__)), pl.__version__)
+
+
 @dg.asset(key=STATS_KEY, group_name=names.MIMIC_CXR_VQA, code_version="1",
           deps=[*QUESTION_KEYS.values(), *SPLIT_KEYS.values()],
           kinds={"duckdb"}, description="Grain: one table per view (cf. paper Tables B4, B5, B6: images, "
@@ -139,13 +146,21 @@ def vocabulary(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.Ma
           "template vs a uniform-random sample. Source: mimic_cxr_vqa.{silver,gold} (and their answer entropy), "
           "splits.{silver,gold}. Also written to EHRXQA_HOME/release/mimic-cxr-vqa/statistics.{md,json}.", **COMMON)
 def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
+    # Each side's tables are kept (cache/mimic_cxr_vqa_statistics.json) under the content digests of its questions
+    # and split images: an edit on one side reads and counts that side's questions only.
+    memo, parts = ResultMemo(pipeline_config.settings().cache_dir / "mimic_cxr_vqa_statistics.json"), []
     with warehouse.connect() as con:
-        q, images = questions_and_images(con)
+        for side in SIDES:
+            tables = [f"{names.MIMIC_CXR_VQA}.{side}", f"splits.{side}"]
+            inputs = combine(content_digest(con, tables), STATS_CODE)
+            if (part := memo.get(side, inputs)) is None:
+                part = vqa_stats.split_tables(record_frame(*side_questions(con, side)))
+                memo.put(side, inputs, part, save=False)
+            parts.append(part)
         entropy = read_sides(con, f"{names.MIMIC_CXR_VQA}.{{side}}_answer_entropy").to_dicts()
-    frame = record_frame(q, images)  # columnar; no per-record dicts needed for the tables
-    md = vqa_stats.render_markdown(frame, entropy)
-    stats = {"overall": vqa_stats.overall(frame), "by_content_type": vqa_stats.by_content_type(frame),
-             "by_semantic_type": vqa_stats.by_semantic_type(frame), "answer_entropy": entropy}
+    memo.save()
+    stats = {**vqa_stats.merge_split_tables(parts), "answer_entropy": entropy}
+    md = vqa_stats.render_markdown(stats, entropy)
     out = pipeline_config.settings().release_dir / "mimic-cxr-vqa"
     atomic.write_text(out / "statistics.md", md)
     atomic.write_json(out / "statistics.json", stats, sort_keys=True, ensure_ascii=True)
@@ -179,9 +194,8 @@ def release_mimic_cxr_vqa(context: dg.AssetExecutionContext, pipeline_config: Pi
         context.log.info(f"{total} records for {out}/{{{','.join(SPLIT_NAMES)}}}.json")
         for side in SIDES:  # release order; the phrasing draws run on across the sides
             def load(side=side, start=start) -> tuple[pl.DataFrame, pl.DataFrame]:
-                q = con.execute(f"SELECT * FROM {names.MIMIC_CXR_VQA}.{side} ORDER BY split_order, q").pl()
-                return (choose_vqa_phrasings(q.drop("split_order", "q"), pools, settings.seed, start, total),
-                        con.execute(f"SELECT * FROM splits.{side}").pl())
+                q, images = side_questions(con, side)
+                return choose_vqa_phrasings(q, pools, settings.seed, start, total), images
 
             # a side whose inputs are those its files were written from is not read (records.write_side)
             inputs = combine(content_digest(con, [f"{names.MIMIC_CXR_VQA}.{side}", f"splits.{side}"]),

@@ -10,7 +10,8 @@ import polars as pl
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.records import build_records, record_frame
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.sampling import SamplingConfig, VqaSample, sample_vqa
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.stats import (
-    answer_entropy, by_content_type, by_semantic_type, entropy_bits, frame_from_records, overall, render_markdown)
+    answer_entropy, by_content_type, by_semantic_type, entropy_bits, frame_from_records, merge_split_tables, overall,
+    render_markdown, split_tables)
 from ehrxqa_pipeline.questions.mimic_cxr_vqa.templates import TEMPLATES
 from tests.questions import vqa_fixture
 
@@ -32,8 +33,17 @@ def test_tables_by_hand():
     assert list(ct) == ["presence", "anatomy", "attribute", "abnormality", "size", "plane", "gender"]
     st = by_semantic_type(FRAME)
     assert st["query"]["train"]["n"] == 1 and st["choose"]["train"]["n"] == 0
-    md = render_markdown(FRAME)
+    md = render_markdown(split_tables(FRAME))
     assert "| Samples | 3 | 1 |" in md and "| presence | 2 (66.7%) | 1 (100.0%) |" in md
+
+
+def test_the_tables_of_frames_of_other_splits_merge_into_those_of_all_their_rows():
+    """The statistics asset computes each side's tables apart (silver: train and valid; gold: test)."""
+    parts = [FRAME.filter(pl.col("split") == "test"), FRAME.filter(pl.col("split") == "train")]
+    merged = merge_split_tables([split_tables(p) for p in parts])
+    assert merged == split_tables(FRAME)
+    assert list(merged["overall"]["samples"]) == ["train", "test"]  # split order, whatever the parts' order
+    assert render_markdown(merged) == render_markdown(split_tables(FRAME))
 
 
 def test_entropy_bits():
@@ -62,5 +72,5 @@ def test_stats_from_a_sample_and_from_records_agree():
     b = frame_from_records(build_records(s.questions, images))
     assert overall(a) == overall(b) and by_content_type(a) == by_content_type(b)
     assert overall(a)["samples"] == {"train": 48 * 8, "valid": 48 * 8}
-    md = render_markdown(a, answer_entropy(s, seed=1))
+    md = render_markdown(split_tables(a), answer_entropy(s, seed=1))
     assert "### Answer entropy per template (bits)" in md and "| train | 48 | mt_ratio_1 |" in md

@@ -30,7 +30,10 @@ def frame_from_records(records: Mapping[str, Sequence[dict]]) -> pl.DataFrame:
 
 
 def _splits(frame: pl.DataFrame) -> list[str]:
-    present = set(frame["split"].unique())
+    return _ordered(set(frame["split"].unique()))
+
+
+def _ordered(present: set[str]) -> list[str]:
     return [s for s in SPLITS if s in present] + sorted(present - set(SPLITS))
 
 
@@ -94,14 +97,35 @@ def answer_entropy(sample: VqaSample, *, seed: int, draws: int = 20) -> list[dic
     return rows
 
 
-def render_markdown(frame: pl.DataFrame, entropy: Sequence[dict] | None = None) -> str:
-    """Tables B4-B6 (and the entropy table when given) as markdown."""
-    splits = _splits(frame)
-    o = overall(frame)
+TABLES = ("overall", "by_content_type", "by_semantic_type")
+
+
+def split_tables(frame: pl.DataFrame) -> dict[str, dict]:
+    """Tables B4-B6 of the frame (``overall``, ``by_content_type``, ``by_semantic_type``): every count is of one
+    split, so the tables of frames of other splits merge into those of all their rows (``merge_split_tables``)."""
+    return {"overall": overall(frame), "by_content_type": by_content_type(frame),
+            "by_semantic_type": by_semantic_type(frame)}
+
+
+def merge_split_tables(parts: Sequence[Mapping[str, dict]]) -> dict[str, dict]:
+    """``split_tables`` of frames with no split in common, as the ``split_tables`` of their rows together."""
+    out: dict[str, dict] = {}
+    for part in parts:
+        for name in TABLES:
+            for row, per_split in part[name].items():
+                out.setdefault(name, {}).setdefault(row, {}).update(per_split)
+    return {name: {row: {s: per[s] for s in _ordered(set(per))} for row, per in rows.items()}
+            for name, rows in out.items()}
+
+
+def render_markdown(tables: Mapping[str, dict], entropy: Sequence[dict] | None = None) -> str:
+    """Tables B4-B6 (``split_tables``; and the entropy table when given) as markdown."""
+    o = tables["overall"]
+    splits = _ordered(set(o["samples"]))
     out = ["### Overall (cf. paper Table B4)", table(["", *splits], [[k.capitalize(), *[f"{v[s]:,}" for s in splits]]
                                                                  for k, v in o.items()])]
-    for title, counts in (("content type (cf. Table B5)", by_content_type(frame)),
-                         ("semantic type (cf. Table B6)", by_semantic_type(frame))):
+    for title, counts in (("content type (cf. Table B5)", tables["by_content_type"]),
+                         ("semantic type (cf. Table B6)", tables["by_semantic_type"])):
         rows = [[k, *[f"{v[s]['n']:,} ({v[s]['pct']:.1f}%)" for s in splits]] for k, v in counts.items()]
         out += [f"### By {title}", table([title.split(" (")[0].capitalize(), *splits], rows)]
     if entropy:
