@@ -19,8 +19,8 @@ from ehrxqa_pipeline import atomic, names
 from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.paraphrase import choose_ehrxqa_phrasings
 from ehrxqa_pipeline.questions.ehrxqa import CATALOG, stats
-from ehrxqa_pipeline.questions.ehrxqa.records import (STORED_SCHEMA, build_records, catalog_rows, check_stored,
-                                                      stored_frame, write_json, write_release)
+from ehrxqa_pipeline.questions.ehrxqa.records import (ORACLE_RUNS, STORED_SCHEMA, build_records, catalog_rows,
+                                                      check_stored, stored_frame, write_json, write_release)
 from ehrxqa_pipeline.questions.ehrxqa.resolved import check_resolved
 from ehrxqa_pipeline.questions.ehrxqa.sampling import (DATABASES, SPLITS, DatabaseFiles, SamplingCaps,
                                                        sample_database)
@@ -195,7 +195,9 @@ def _consistency_check(which: str) -> dg.AssetChecksDefinition:
         settings = pipeline_config.settings()
         mismatches = check_stored(frame, _databases(settings), workers=_workers(0, frame.height),
                                   log=context.log.info, parse_store=settings.neuralsql_parse_store,
-                                  memo=settings.cache_dir / f"ehrxqa_{which}_check.json")
+                                  memo=settings.cache_dir / f"ehrxqa_{which}_check.json",
+                                  # the gold items' oracle runs, which the scores' oracle then reads
+                                  oracle_runs=settings.cache_dir / ORACLE_RUNS if which == "gold" else None)
         shown = [{"template": m.index, "question": m.question, "gold": repr(m.gold), "neural": repr(m.neural),
                   "stored": repr(m.stored)} for m in mismatches[:SHOW_MISMATCHES]]
         return dg.AssetCheckResult(

@@ -31,6 +31,7 @@ from ehrxqa_pipeline import names
 from ehrxqa_pipeline.atomic import replacing, write_text
 from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.hashing import combine
+from ehrxqa_pipeline.questions.ehrxqa.records import ORACLE_RUNS
 from ehrxqa_pipeline.release.plots import markdown_image
 from ehrxqa_pipeline.sources.images import images_dir
 from ehrxqa_pipeline.vqa.predictions import (BACKBONE_CONTRACT, BACKBONE_SCHEMA, IMAGES_CONTRACT, IMAGES_SCHEMA,
@@ -375,7 +376,8 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
             pretrained=pretrained,
             prevalence=con.execute(PREVALENCE_SQL).pl(),
             pools=con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl(), vision=vqa_device.vision(),
-            parse_store=settings.neuralsql_parse_store, memo=settings.cache_dir / "scores_memo.json")
+            parse_store=settings.neuralsql_parse_store, memo=settings.cache_dir / "scores_memo.json",
+            oracle_runs=settings.cache_dir / ORACLE_RUNS)
     result = evaluate(inputs, seed=settings.seed, threshold=config.threshold, min_positives=config.min_positives,
                       robustness_k=config.robustness_k, log=context.log.info)
     text = scores_json(result.scores)

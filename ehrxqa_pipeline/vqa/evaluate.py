@@ -38,8 +38,10 @@ from pathlib import Path
 
 import polars as pl
 
-from ehrxqa_pipeline.hashing import bytes_digest, combine, file_digest, frame_digest
-from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo
+from ehrxqa_pipeline.hashing import combine, file_digest, frame_digest
+from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo, query_key
+from ehrxqa_pipeline.questions.ehrxqa.records import oracle_runs_inputs
+from ehrxqa_pipeline.questions.ehrxqa.sampling import DatabaseFiles
 from ehrxqa_pipeline.questions.neuralsql import OracleModule
 from ehrxqa_pipeline.questions.neuralsql.oracle import LabelModule
 from ehrxqa_pipeline.questions.neuralsql.parse_store import ParseStore
@@ -74,6 +76,8 @@ class EvaluationInputs:
     vision: Mapping | None = None  # OpenAIVisionModule kwargs
     parse_store: Path | None = None  # a questions.neuralsql.parse_store file: the EHRXQA items' parses kept
     memo: Path | None = None  # a JSON file that keeps EHRXQA results between builds (``table_scores``, ``evaluate``)
+    # the consistency check's oracle runs of the gold image items (``records.check_stored``): the oracle's own
+    oracle_runs: Path | None = None
 
 
 @dataclass
@@ -123,11 +127,6 @@ def _module_inputs(name: str, x: EvaluationInputs, fit_digest: str, trained: Map
         *frames, threshold = trained[name]
         return combine(_frames_digest(*frames), repr(threshold))
     return None
-
-
-def _query_key(query: str) -> str:
-    """The memo keeps a module's run of a query under a digest of the query (its text is about 300 characters)."""
-    return bytes_digest(query.encode())[:32]
 
 
 def merge_ehrxqa(a: dict, b: dict) -> dict:
@@ -259,20 +258,24 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
     def first_pass() -> dict:  # shared by every module that runs a query
         return first_pass_pairs(x.gold_database, image_items, parse_store=store)
 
-    query_keys = {q: _query_key(q) for q in image_items["neural_sql"].unique().to_list() if q}
+    query_keys = {q: query_key(q) for q in image_items["neural_sql"].unique().to_list() if q}
     fit_digest = _frames_digest(fit) if x.memo else ""  # both priors' (0.4 s at full scale)
     for name, module in ehrxqa_modules.items():
         about = _module_inputs(name, x, fit_digest, trained_inputs) if x.memo else None
         inputs = about and memo.inputs(x.gold_database, str(x.images_root), about, code=("vqa",))
         kept = (inputs and memo.get(f"gold/image_items/{name}", inputs)) or {}
+        if name == "oracle" and x.oracle_runs is not None:  # the check ran them with the oracle on these files
+            checked = ResultMemo(x.oracle_runs).get("gold/oracle_runs", oracle_runs_inputs(
+                DatabaseFiles(x.gold_database, x.answer_sheet))) or {}
+            kept = {**checked, **kept}
         known = {q: kept[k] for q, k in query_keys.items() if k in kept}
         part = score_ehrxqa(x.gold_database, x.images_root, image_items, module, parse_store=store,
                             first_pass=first_pass, known=known)
         runs = part.pop("runs")
         log(f"EHRXQA test: {name} ran {len(runs) - len(known):,} of {len(runs):,} NeuralSQL queries (the others "
-            "kept from an earlier build)")
+            f"kept from an earlier build{' or the consistency check' if name == 'oracle' else ''})")
         if inputs:
-            memo.put(f"gold/image_items/{name}", inputs, {_query_key(q): run for q, run in runs.items()},
+            memo.put(f"gold/image_items/{name}", inputs, {query_key(q): run for q, run in runs.items()},
                      save=False)
         result = merge_ehrxqa(table_part, part)
         out.details.setdefault(name, {})["ehrxqa"] = result

@@ -278,3 +278,38 @@ def test_each_modules_image_item_runs_are_kept_while_what_it_answers_from_is_unc
     assert ran == ["reference"] * queries
     assert _ehrxqa_details(moved) == _ehrxqa_details(evaluate(replace(other, memo=None), min_positives=1,
                                                               robustness_k=2))
+
+
+def test_the_oracle_takes_its_image_item_runs_from_the_consistency_check(inputs, tmp_path, monkeypatch):
+    """The gold consistency check keeps each image item's NeuralSQL run with the oracle (``check_stored``,
+    ``oracle_runs``): the scores' oracle then runs none of them and scores what running them gives. Against
+    other files (a label edited since the check) it runs them itself."""
+    import shutil
+    from dataclasses import replace
+
+    import ehrxqa_pipeline.vqa.scoring as sc
+    from ehrxqa_pipeline.questions.ehrxqa.records import check_stored
+    from ehrxqa_pipeline.questions.ehrxqa.sampling import DatabaseFiles
+
+    runs = tmp_path / "oracle_runs.json"
+    files = DatabaseFiles(inputs.gold_database, inputs.answer_sheet)
+    assert check_stored(inputs.ehrxqa_items, {"gold": files}, oracle_runs=runs) == []
+    ran, real = [], sc._run
+    monkeypatch.setattr(sc, "_run", lambda executor, query: ran.append(getattr(executor.vqa, "name", None))
+                        or real(executor, query))
+    checked = evaluate(replace(inputs, oracle_runs=runs), min_positives=1, robustness_k=2)
+    image = inputs.ehrxqa_items.filter(~pl.col("scope").str.starts_with("TABLE"))
+    queries = len({r["query"] for r in sc._items(image) if not r["impossible"]})
+    assert "oracle" not in ran and ran.count("yes") == queries > 5
+    fresh = evaluate(inputs, min_positives=1, robustness_k=2)
+    assert checked.scores == fresh.scores and checked.predictions == fresh.predictions
+    assert _ehrxqa_details(checked) == _ehrxqa_details(fresh)
+
+    edited = tmp_path / "edited.db"  # one relation flipped: other files than those the check ran on
+    shutil.copy(inputs.gold_database, edited)
+    with sqlite3.connect(edited) as c:
+        c.execute("UPDATE tb_cxr_plus SET relation = 1 - relation WHERE row_id = 0")
+    ran.clear()
+    evaluate(replace(inputs, gold_database=edited, answer_sheet=edited, oracle_runs=runs), min_positives=1,
+             robustness_k=2)
+    assert ran.count("oracle") == ran.count("yes") == queries

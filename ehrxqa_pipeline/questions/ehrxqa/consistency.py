@@ -27,12 +27,15 @@ class Mismatch:
     stored: list  # the item's answer
 
 
-def check_item(item: FilledItem, conn: sqlite3.Connection, executor: NeuralSqlExecutor) -> Mismatch | None:
+def check_item(item: FilledItem, conn: sqlite3.Connection, executor: NeuralSqlExecutor,
+               runs: dict[str, list] | None = None) -> Mismatch | None:
     """None when gold SQL, NeuralSQL (oracle) and the stored answer agree; else what differs. An unanswerable
     item has no SQL to run: it agrees when both queries are the ``null`` marker and its answer is empty.
     A NeuralSQL that is its gold SQL's own text and calls no FUNC_VQA (a table item's) is run once, by the
     executor, and its rows stand for both: running the same text again on the same database cannot differ.
-    The stored answer, which sampling took from the gold SQL, is still compared with them."""
+    The stored answer, which sampling took from the gold SQL, is still compared with them. ``runs``: where the
+    NeuralSQL's run is kept by query, as the scores keep a module's runs ([answer, ordered, None], or [None,
+    False, the error])."""
     if getattr(item.template, "impossible", False):
         marked = item.gold_sql == item.neural_sql == NULL_QUERY and item.answer == []
         return None if marked else Mismatch(item.template.index, item.question, item.gold_sql, item.neural_sql,
@@ -41,8 +44,12 @@ def check_item(item: FilledItem, conn: sqlite3.Connection, executor: NeuralSqlEx
         result = executor.execute(item.neural_sql)
         neural, ordered = result.answer, result.ordered
         same_query = item.neural_sql == item.gold_sql and not executor.parse(item.neural_sql).has_vqa
+        if runs is not None:
+            runs[item.neural_sql] = [neural, ordered, None]
     except NeuralSqlError as e:
         neural, ordered, same_query = f"NeuralSQL error: {e}", False, False
+        if runs is not None:
+            runs[item.neural_sql] = [None, False, str(e)]
     if same_query:
         gold = neural
     else:
@@ -56,15 +63,16 @@ def check_item(item: FilledItem, conn: sqlite3.Connection, executor: NeuralSqlEx
 
 
 def check_items(items: list[FilledItem], conn: sqlite3.Connection, oracle: OracleModule | None = None,
-                parse_store: ParseStore | None = None, images: bool = True) -> list[Mismatch]:
+                parse_store: ParseStore | None = None, images: bool = True,
+                runs: dict[str, list] | None = None) -> list[Mismatch]:
     """Mismatches of all items (empty = consistent). ``conn`` must see TB_CXR, TB_CXR_PLUS and PATIENTS.
     ``parse_store``: where the NeuralSQL parses are kept between processes and builds (same results).
     Without ``images`` (table items, on a database without its answer sheet) no VQA module is made: a
-    NeuralSQL that calls FUNC_VQA is a mismatch."""
+    NeuralSQL that calls FUNC_VQA is a mismatch. ``runs``: see ``check_item``."""
     oracle = (oracle or OracleModule(conn)) if images else None
     executor = NeuralSqlExecutor(conn, oracle, parse_store=parse_store)
     executor.prefetch(i.neural_sql for i in items if not getattr(i.template, "impossible", False))
-    return [m for m in (check_item(i, conn, executor) for i in items) if m is not None]
+    return [m for m in (check_item(i, conn, executor, runs) for i in items) if m is not None]
 
 
 def assert_consistent(items: list[FilledItem], conn: sqlite3.Connection, oracle: OracleModule | None = None) -> None:

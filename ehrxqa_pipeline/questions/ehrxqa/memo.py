@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ehrxqa_pipeline.atomic import read_json_object, write_text
-from ehrxqa_pipeline.hashing import combine, file_digest
+from ehrxqa_pipeline.hashing import bytes_digest, combine, file_digest
 
 _PACKAGE = Path(__file__).resolve().parents[2]  # ehrxqa_pipeline/
 # What sampling and the check run, relative to the package: the questions package and the modules it imports
@@ -43,6 +43,11 @@ def code_digest(extra: tuple[str, ...] = ()) -> str:
                    for p in ((_PACKAGE / entry).rglob("*.py") if (_PACKAGE / entry).is_dir() else [_PACKAGE / entry]))
     return combine(*(f"{p.relative_to(_PACKAGE).as_posix()}:{file_digest(p)}" for p in files),
                    metadata.version("numpy"), sqlite3.sqlite_version)
+
+
+def query_key(query: str) -> str:
+    """A query's key where runs are kept by query (its text is about 300 characters): a digest of its text."""
+    return bytes_digest(query.encode())[:32]
 
 
 def table_scope(scope: str) -> bool:

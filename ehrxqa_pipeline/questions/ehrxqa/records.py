@@ -27,9 +27,10 @@ import polars as pl
 
 from ehrxqa_pipeline import atomic
 from ehrxqa_pipeline.contracts import load_contract
+from ehrxqa_pipeline.hashing import file_digest
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, Mismatch, check_items
 from ehrxqa_pipeline.questions.ehrxqa.item import RESOLVED_KEYS
-from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo, table_scope
+from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo, query_key, table_scope
 from ehrxqa_pipeline.questions.ehrxqa.sampling import SPLITS, DatabaseFiles, Sample, kept_open, run_parallel
 from ehrxqa_pipeline.questions.ehrxqa.stats import modality, scope_axes
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
@@ -193,12 +194,15 @@ def stored_items(rows: list[dict]) -> list[FilledItem]:
     return out
 
 
-def _check_chunk(files: DatabaseFiles, rows: list[dict], parse_store: Path | None, images: bool) -> list[Mismatch]:
+def _check_chunk(files: DatabaseFiles, rows: list[dict], parse_store: Path | None,
+                 images: bool) -> tuple[list[Mismatch], dict[str, list]]:
     """Worker: some items of one database; without ``images`` (table items) on the database alone, no VQA module.
-    The oracle is made once per process and database (``kept_open``)."""
-    kept = kept_open(files, answer_sheet=images)
-    return check_items(stored_items(rows), kept.conn, oracle=kept.once("oracle", OracleModule) if images else None,
-                       parse_store=parse_store and ParseStore(parse_store), images=images)
+    The oracle is made once per process and database (``kept_open``). Returns the mismatches and the NeuralSQL
+    runs (``check_item``)."""
+    kept, runs = kept_open(files, answer_sheet=images), {}
+    found = check_items(stored_items(rows), kept.conn, oracle=kept.once("oracle", OracleModule) if images else None,
+                        parse_store=parse_store and ParseStore(parse_store), images=images, runs=runs)
+    return found, runs
 
 
 def _equal_parts(rows: list, n: int) -> list[list]:
@@ -211,7 +215,8 @@ _CHECKED = ("template_index", "question", "gold_sql", "neural_sql", "answer")  #
 
 
 def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], workers: int = 1,
-                 log=None, parse_store: Path | None = None, memo: Path | None = None) -> list[Mismatch]:
+                 log=None, parse_store: Path | None = None, memo: Path | None = None,
+                 oracle_runs: Path | None = None) -> list[Mismatch]:
     """Mismatches of every stored item against the database it was drawn from (empty = consistent), in
     ``workers`` processes; ``log(message)`` after each chunk. A chunk holds whole runs of one template's items
     (a database's items by template, cut into equal parts): the items of a template share their query shapes,
@@ -219,7 +224,9 @@ def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], wo
     Table items run in chunks of their own, on the database without its answer sheet and with no VQA module.
     ``parse_store``: the file of a ``ParseStore`` that the processes share (the NeuralSQL parses).
     ``memo``: a JSON file (EHRXQA_HOME/cache) that keeps, per database, that its table items passed: the same
-    items on the same database file with the same code are not run again (``memo.ResultMemo``)."""
+    items on the same database file with the same code are not run again (``memo.ResultMemo``).
+    ``oracle_runs``: a JSON file where each database's image items' NeuralSQL runs with the oracle are kept by
+    query (``oracle_runs_inputs``): the scores' oracle takes them from there instead of running them again."""
     _require_columns(frame, "ehrxqa.questions")
     rows = frame.sort("template_index", "split", "id").to_dicts()
     unknown = sorted({r["database"] for r in rows} - set(databases))
@@ -244,12 +251,30 @@ def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], wo
                     sides.append((name, images))
     checked = 0
 
-    def done(k: int, found: list) -> None:
+    def done(k: int, result: tuple) -> None:
         nonlocal checked
         checked += len(jobs[k][1])
-        log(f"{checked:,} of {len(rows):,} items checked, {len(found)} mismatches in chunk {k + 1} of {len(jobs)}")
+        log(f"{checked:,} of {len(rows):,} items checked, {len(result[0])} mismatches in chunk {k + 1} of "
+            f"{len(jobs)}")
     results = run_parallel(_check_chunk, jobs, workers, done if log else None)
     for name, (inputs, count) in passed.items():
-        if not any(found for side, found in zip(sides, results) if side == (name, False)):
+        if not any(found for side, (found, _) in zip(sides, results) if side == (name, False)):
             table_memo.put(f"{name}/table_items", inputs, count)
-    return [m for found in results for m in found]
+    if oracle_runs is not None:
+        kept = ResultMemo(oracle_runs)
+        for name, files in databases.items():
+            parts = [runs for side, (_, runs) in zip(sides, results) if side == (name, True)]
+            if parts:
+                kept.put(f"{name}/oracle_runs", oracle_runs_inputs(files),
+                         {query_key(q): run for part in parts for q, run in part.items()}, save=False)
+        kept.save()
+    return [m for found, _ in results for m in found]
+
+
+ORACLE_RUNS = "ehrxqa_oracle_runs.json"  # where the pipeline keeps them (EHRXQA_HOME/cache/)
+
+
+def oracle_runs_inputs(files: DatabaseFiles) -> str:
+    """What a database's oracle runs are made from: its file, its answer sheet's file and the code that runs them
+    (``check_stored`` keeps them under it; the scores' oracle reads them only under the same)."""
+    return ResultMemo.inputs(files.database, file_digest(files.answer_sheet))
