@@ -191,9 +191,10 @@ def release_mimic_cxr_vqa(context: dg.AssetExecutionContext, pipeline_config: Pi
         sizes = {side: con.execute(f"SELECT count(*) FROM {names.MIMIC_CXR_VQA}.{side}").fetchone()[0]
                  for side in SIDES}
         total, start = sum(sizes.values()), 0
-        context.log.info(f"{total} records for {out}/{{{','.join(SPLIT_NAMES)}}}.json")
         for side in SIDES:  # release order; the phrasing draws run on across the sides
             def load(side=side, start=start) -> tuple[pl.DataFrame, pl.DataFrame]:
+                context.log.info(f"writing the {side} side's {sizes[side]} records to {out}/"
+                                 f"{{{','.join(names.SIDE_SPLITS[side])}}}.json")
                 q, images = side_questions(con, side)
                 return choose_vqa_phrasings(q, pools, settings.seed, start, total), images
 
