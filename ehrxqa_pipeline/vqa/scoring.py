@@ -253,7 +253,8 @@ def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | P
     queries' parses kept between processes and builds (``NeuralSqlExecutor``; same results). ``first_pass``: a
     function that returns ``NeuralSqlExecutor.first_pass`` of these items' queries on ``database``
     (``first_pass_pairs``), shared by the modules scored on them and called only when a query is run here (same
-    results; else each module's executor runs those passes itself).
+    results; else each module's executor runs those passes itself), unless the module runs fewer than half of the
+    queries (the others ``known``): then it passes over its own alone.
     ``known``: query -> [answer, ordered, error message] of this module on this database from an earlier run
     (``runs`` of its result, kept by ``vqa.evaluate``): those queries are not run again, their items' outcomes are
     decided from those answers against the items' answers now. The result's ``runs`` holds that triple for every
@@ -266,8 +267,9 @@ def score_ehrxqa(database: str | Path | sqlite3.Connection, images_root: str | P
     outcomes, errors, answers, runs = [], [], {}, {}
     try:
         todo = [r["query"] for r in rows if not r["impossible"] and r["query"] not in known]
-        if todo:
-            executor.prefetch(todo, first_pass=first_pass and first_pass())
+        if todo:  # the shared first passes of every query, unless this module runs few of them (a label edit)
+            shared = first_pass is not None and 2 * len(set(todo)) >= len({r["query"] for r in rows})
+            executor.prefetch(todo, first_pass=first_pass() if shared else None)
         for r in rows:
             if r["impossible"]:
                 answers[r["id"]] = None  # no query to run: the module abstains

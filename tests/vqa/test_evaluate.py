@@ -3,6 +3,7 @@ once and shared, the merge of two partial EHRXQA results by hand, and the module
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import polars as pl
@@ -313,3 +314,37 @@ def test_the_oracle_takes_its_image_item_runs_from_the_consistency_check(inputs,
     evaluate(replace(inputs, gold_database=edited, answer_sheet=edited, oracle_runs=runs), min_positives=1,
              robustness_k=2)
     assert ran.count("oracle") == ran.count("yes") == queries
+
+
+def test_a_module_that_runs_few_queries_passes_over_them_alone_with_the_same_results(inputs, tmp_path, monkeypatch):
+    """One image item swapped for an item of another filling (a new query): with the others kept, each module
+    runs that one query, its executor passing over it alone instead of over every item's first pass; the
+    results equal those of a run without a memo, where every module runs every query with the shared pass."""
+    from dataclasses import replace
+
+    import ehrxqa_pipeline.vqa.scoring as sc
+
+    kept = replace(inputs, memo=tmp_path / "scores_memo.json")
+    evaluate(kept, min_positives=1, robustness_k=2)
+    conn = sqlite3.connect(inputs.gold_database)
+    try:
+        others = [f for f in fill_items(conn, 7, CATALOG[::5]) if f.template.scope.startswith("IMAGE-SINGLE")]
+    finally:
+        conn.close()
+    new = next(f for f in others if f.neural_sql not in set(inputs.ehrxqa_items["neural_sql"]))
+    row = inputs.ehrxqa_items.filter(pl.col("template_index") == new.template.index).row(0, named=True)
+    swapped = inputs.ehrxqa_items.with_columns(
+        neural_sql=pl.when(pl.col("id") == row["id"]).then(pl.lit(new.neural_sql)).otherwise(pl.col("neural_sql")),
+        answer=pl.when(pl.col("id") == row["id"]).then(pl.lit(json.dumps(new.answer))).otherwise(pl.col("answer")))
+    passes, real = [], sc.NeuralSqlExecutor.first_pass
+
+    def first_pass(self, queries):
+        queries = list(queries)
+        passes.append(len(queries))
+        return real(self, queries)
+    monkeypatch.setattr(sc.NeuralSqlExecutor, "first_pass", first_pass)
+    again = evaluate(replace(kept, ehrxqa_items=swapped), min_positives=1, robustness_k=2)
+    assert passes and set(passes) == {1}  # no module took the first pass over every query
+    fresh = evaluate(replace(inputs, ehrxqa_items=swapped), min_positives=1, robustness_k=2)
+    assert again.scores == fresh.scores and again.predictions == fresh.predictions
+    assert _ehrxqa_details(again) == _ehrxqa_details(fresh)
