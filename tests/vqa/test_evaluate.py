@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from ehrxqa_pipeline.questions.ehrxqa import CATALOG, fill_items
+from ehrxqa_pipeline.questions.neuralsql import OracleModule
 from ehrxqa_pipeline.questions.ehrxqa.records import stored_frame
 from ehrxqa_pipeline.questions.ehrxqa.sampling import SampledItem, Sample
 from ehrxqa_pipeline.vqa.evaluate import EvaluationInputs, evaluate, merge_ehrxqa
@@ -305,6 +306,14 @@ def test_the_oracle_takes_its_image_item_runs_from_the_consistency_check(inputs,
     fresh = evaluate(inputs, min_positives=1, robustness_k=2)
     assert checked.scores == fresh.scores and checked.predictions == fresh.predictions
     assert _ehrxqa_details(checked) == _ehrxqa_details(fresh)
+
+    import ehrxqa_pipeline.vqa.evaluate as ev
+    made = []
+    monkeypatch.setattr(ev, "OracleModule", lambda *a, **k: made.append(1) or OracleModule(*a, **k))
+    untrained = evaluate(replace(inputs, predictions=None, oracle_runs=runs), min_positives=1, robustness_k=2)
+    assert made == [] and _ehrxqa_details(untrained)["oracle"] == _ehrxqa_details(fresh)["oracle"]  # sheet not loaded
+    evaluate(replace(inputs, predictions=None), min_positives=1, robustness_k=2)
+    assert made == [1]  # (without the check's runs it is)
 
     edited = tmp_path / "edited.db"  # one relation flipped: other files than those the check ran on
     shutil.copy(inputs.gold_database, edited)
