@@ -109,9 +109,7 @@ def patch_answer_sheet(con: duckdb.DuckDBPyConnection, answers_schema: str, duck
         n, kept = con.execute(f"""
             SELECT count(*), count(o.row_id) FROM {changed} c LEFT JOIN {old} o ON o.row_id = c.row_id
                 AND {' AND '.join(f'o.{k} = c.{k}' for k in sorted(keys - {PRIMARY_KEY}))}""").fetchone()
-    finally:
-        con.execute(f"DETACH DATABASE IF EXISTS {previous}")
-    try:
+        con.execute(f"DETACH DATABASE {previous}")
         if n_old != n_new or n != kept or n > PATCH_SHARE * n_new:
             return None
         if not n:
@@ -131,6 +129,7 @@ def patch_answer_sheet(con: duckdb.DuckDBPyConnection, answers_schema: str, duck
                 db.close()
         return n
     finally:
+        con.execute(f"DETACH DATABASE IF EXISTS {previous}")
         con.execute(f"DROP TABLE IF EXISTS temp.{changed}")
 
 

@@ -210,6 +210,7 @@ def _equal_parts(rows: list, n: int) -> list[list]:
     return [rows[k * len(rows) // n:(k + 1) * len(rows) // n] for k in range(n)]
 
 
+ORACLE_RUNS = "ehrxqa_oracle_runs.json"  # where the pipeline keeps the oracle runs (``check_stored``; cache/)
 PROGRESS_CHUNKS = 8  # per database and worker: how often a long check reports progress
 _CHECKED = ("template_index", "question", "gold_sql", "neural_sql", "answer")  # what ``stored_items`` reads
 
@@ -269,9 +270,6 @@ def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], wo
                          {query_key(q): run for part in parts for q, run in part.items()}, save=False)
         kept.save()
     return [m for found, _ in results for m in found]
-
-
-ORACLE_RUNS = "ehrxqa_oracle_runs.json"  # where the pipeline keeps them (EHRXQA_HOME/cache/)
 
 
 def oracle_runs_inputs(files: DatabaseFiles) -> str:
