@@ -150,6 +150,27 @@ def test_gold_label_edit_kept_in_size_rebuilds_only_gold_dependents_through_a_ki
     # and the cursor it saved sees nothing left to do (in this process: a third command costs 10 s of start-up)
     again = build(settings, instance=instance, changed=True)  # the code location's definitions, as the command's
     assert again.success and again.materialized == {}, again.materialized
+    # the gold answer sheet's files hold the rows of its table (what EHRXQA sampling, its check and the scores read);
+    # written whole: this home is a copy of the session's build, and a copied file is not one the export left
+    # (ehr.export.patch_answer_sheet; the EHR edit below finds both sheets' files as the exports left them)
+    assert _answer_sheet_files(instance, settings, "gold") == "written"
+
+
+def _answer_sheet_files(instance, settings, side: str) -> str:
+    """How the last export of ``side``'s answer sheet wrote its files (``files`` of ``ehr_db/<side>_answers``),
+    once both files are seen to hold the rows of its table."""
+    from ehrxqa_pipeline.ehr.build import schemas
+    from ehrxqa_pipeline.ehr.ddl import ANSWER_TABLE, select_sql
+
+    folder = settings.home / "answer_sheets" / side
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        rows = con.execute(select_sql(ANSWER_TABLE, f"{schemas(side)[1]}.tb_cxr_plus", "sqlite")).fetchall()
+        con.execute(f"ATTACH '{folder / 'tb_cxr_plus.duckdb'}' AS sheet (READ_ONLY)")
+        assert con.execute(select_sql(ANSWER_TABLE, "sheet.tb_cxr_plus", "sqlite")).fetchall() == rows
+    with sqlite3.connect(folder / "tb_cxr_plus.db") as db:
+        assert db.execute("SELECT * FROM tb_cxr_plus ORDER BY row_id").fetchall() == rows and rows
+    key = K(["ehr_db", f"{side}_answers"])
+    return instance.get_latest_materialization_event(key).asset_materialization.metadata["files"].value
     # the release is compared with a fresh build of the edited source after the silver and EHR edits below
 
 
@@ -205,6 +226,10 @@ def test_ehr_table_edit_rebuilds_the_databases_and_ehrxqa_only(built):
     latest = _latest_run_of(instance, labevents_ids)
     assert "ingest/labevents" not in rerun and latest != before
     assert K(["ingest", "d_labitems"]) in instance.get_run_by_id(latest).asset_selection
+    # both answer sheets were built again from the edited databases, unchanged: their files, as the gold and silver
+    # edits' exports left them, were compared and kept (no row to patch), not written again
+    assert {"ehr_db/silver_answers", "ehr_db/gold_answers"} <= rerun
+    assert [_answer_sheet_files(instance, settings, side) for side in ("silver", "gold")] == ["patched: 0 rows"] * 2
 
 
 def _latest_run_of(instance, check: dg.AssetCheckKey) -> str:
