@@ -201,7 +201,11 @@ def test_the_filters_that_hold_for_a_time_are_those_whose_own_statement_holds(co
                                                          "2104-12-31 23:59:59", "2100-02-29 12:00:00"]
     asked: dict[str, list] = {}
     batched = filler.holding
-    monkeypatch.setattr(filler, "holding", lambda filters, t: asked.setdefault(t, list(filters)) and batched(filters, t))
+
+    def holding(filters, t):  # the candidates asked about, then the one statement's answer
+        asked[t] = list(filters)
+        return batched(filters, t)
+    monkeypatch.setattr(filler, "holding", holding)
     held_tags = set()
     for t in times:
         got = filler.filters_containing(t)
