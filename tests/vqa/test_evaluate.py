@@ -241,8 +241,22 @@ def _ehrxqa_details(e) -> dict:
             for m, d in e.details.items() if "ehrxqa" in d}
 
 
+@pytest.fixture
+def ran(monkeypatch) -> list:
+    """The name of the VQA module of every NeuralSQL query ``score_ehrxqa`` runs, in order (``scoring._run``)."""
+    import ehrxqa_pipeline.vqa.scoring as sc
+
+    out, real = [], sc._run
+
+    def run(executor, query):
+        out.append(getattr(executor.vqa, "name", None))
+        return real(executor, query)
+    monkeypatch.setattr(sc, "_run", run)
+    return out
+
+
 def test_each_modules_image_item_runs_are_kept_while_what_it_answers_from_is_unchanged(inputs, evaluated, tmp_path,
-                                                                                      monkeypatch):
+                                                                                      ran):
     """With a memo, a module runs an image item's query again only when the query is new to it or what it
     answers from changed (the answer sheet, its fitted questions, a trained model's predictions); the outcome is
     decided again against the item's answer now. Results equal those of a run without a memo."""
@@ -250,9 +264,6 @@ def test_each_modules_image_item_runs_are_kept_while_what_it_answers_from_is_unc
 
     import ehrxqa_pipeline.vqa.scoring as sc
 
-    ran, real = [], sc._run
-    monkeypatch.setattr(sc, "_run", lambda executor, query: ran.append(getattr(executor.vqa, "name", None))
-                        or real(executor, query))
     image = inputs.ehrxqa_items.filter(~pl.col("scope").str.starts_with("TABLE"))
     queries = len({r["query"] for r in sc._items(image) if not r["impossible"]})
     modules = ("reference", "oracle", "yes", "prior_most", "prior_question")
@@ -289,7 +300,8 @@ def test_each_modules_image_item_runs_are_kept_while_what_it_answers_from_is_unc
                                                               robustness_k=2))
 
 
-def test_the_oracle_takes_its_image_item_runs_from_the_consistency_check(inputs, evaluated, tmp_path, monkeypatch):
+def test_the_oracle_takes_its_image_item_runs_from_the_consistency_check(inputs, evaluated, tmp_path, ran,
+                                                                        monkeypatch):
     """The gold consistency check keeps each image item's NeuralSQL run with the oracle (``check_stored``,
     ``oracle_runs``): the scores' oracle then runs none of them and scores what running them gives. Against
     other files (a label edited since the check) it runs them itself."""
@@ -303,9 +315,6 @@ def test_the_oracle_takes_its_image_item_runs_from_the_consistency_check(inputs,
     runs = tmp_path / "oracle_runs.json"
     files = DatabaseFiles(inputs.gold_database, inputs.answer_sheet)
     assert check_stored(inputs.ehrxqa_items, {"gold": files}, oracle_runs=runs) == []
-    ran, real = [], sc._run
-    monkeypatch.setattr(sc, "_run", lambda executor, query: ran.append(getattr(executor.vqa, "name", None))
-                        or real(executor, query))
     checked = evaluate(replace(inputs, oracle_runs=runs), min_positives=1, robustness_k=2)
     image = inputs.ehrxqa_items.filter(~pl.col("scope").str.starts_with("TABLE"))
     queries = len({r["query"] for r in sc._items(image) if not r["impossible"]})
