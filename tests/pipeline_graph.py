@@ -9,7 +9,7 @@ from assets.automation import ON_CHANGE, RELEASE_ON_CHANGE
 from assets import freshness
 from assets.freshness import out_of_date
 from assets.ehrxqa import sampling_run_config
-from ehrxqa_pipeline.cli.build import build, materialize, requested_checks
+from ehrxqa_pipeline.cli.build import build, evaluation_scope, materialize, requested_checks
 from ehrxqa_pipeline.cli.dagster_private import evaluate_automation
 from ehrxqa_pipeline.config import ENVIRONMENT, Settings
 from ehrxqa_pipeline import definitions
@@ -101,6 +101,13 @@ def requested(result, graph=GRAPH) -> set[str]:
     return {k.to_user_string() for k in graph.materializable_asset_keys if result.get_num_requested(k)}
 
 
+def requests(result, graph=GRAPH) -> set[tuple[str, frozenset]]:
+    """What an evaluation requests: each asset with its partitions, and each check."""
+    return {(k.to_user_string(), frozenset(result.get_requested_partitions(k)))
+            for k in graph.materializable_asset_keys if result.get_num_requested(k)} | {
+        (c.to_user_string(), frozenset()) for c in requested_checks(result, ())}
+
+
 def data_versions(instance) -> dict[str, str | None]:
     return freshness.data_versions(GRAPH, instance, GRAPH.materializable_asset_keys)
 
@@ -127,9 +134,12 @@ def cascade(instance, settings, cursor, graph_defs=TEST_DEFS, *, code_location: 
 def _ticks(instance, cursor, graph_defs):
     # each tick evaluated as `ehrxqa build --changed` evaluates a round (the cursor not written and read back in
     # between: tests/test_cli.py compares that evaluation with dg.evaluate_automation_conditions)
-    ticks, changed_all, changed, waiting, after = [], set(), None, set(), None
+    ticks, changed_all, changed, waiting, after, scope = [], set(), None, set(), None, None
+    graph = graph_defs.resolve_asset_graph()
     for _ in range(30):
-        result = evaluate_automation(graph_defs, instance, cursor)
+        result = evaluate_automation(graph_defs, instance, cursor, only=scope)
+        if scope is not None:  # what the last tick touched, alone, requests what evaluating everything requests
+            assert requests(result, graph) == requests(evaluate_automation(graph_defs, instance, cursor), graph)
         cursor, due = result.cursor, requested(result)
         assert checks_left_out(result, graph_defs.resolve_asset_graph()) == set()  # the sensor runs every check
         if changed is not None:
@@ -145,6 +155,8 @@ def _ticks(instance, cursor, graph_defs):
         summary = materialize(keys, instance, defs=graph_defs, run_config=SMALL_EHRXQA,
                               checks=requested_checks(result, set(keys)))
         assert summary.success, summary.failures
+        scope = evaluation_scope(graph, set(keys) | {K.from_user_string(k.split("[")[0]) for k in summary.materialized}
+                                 | {K.from_user_string(c[0]) for c in summary.checks})
         after = data_versions(instance)
         changed = {k for k in after if after[k] != before[k]}
         changed_all |= changed

@@ -385,6 +385,13 @@ def test_the_automation_is_evaluated_as_dagsters_helper_evaluates_it():
         written = dg.serialize_value(again["ours"].cursor)
         evaluate_automation(defs, instance, again["ours"].cursor)
         assert dg.serialize_value(again["ours"].cursor) == written
+        # evaluating some entities alone (`build --changed`'s later rounds) keeps every other's cursor as it was,
+        # where Dagster's update drops the cursor of an asset it did not evaluate
+        before = {c.key: c for c in again["ours"].cursor.previous_condition_cursors}
+        alone = evaluate_automation(defs, instance, again["ours"].cursor, only={dg.AssetKey("down")})
+        after = {c.key: c for c in alone.cursor.previous_condition_cursors}
+        assert after.keys() == before.keys() == {dg.AssetKey("down"), dg.AssetKey("down_parts")}
+        assert [k.to_user_string() for k in before if after[k] != before[k]] == ["down"]
 
 
 def test_changed_evaluates_a_check_whose_additional_dependency_changed(tmp_path):

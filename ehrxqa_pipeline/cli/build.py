@@ -111,6 +111,34 @@ def requested_checks(evaluation: dg.EvaluateAutomationConditionsResult, assets: 
                    and r.true_subset.size and r.key.asset_key not in assets), key=lambda c: c.to_user_string())
 
 
+def evaluation_scope(graph, touched: Collection[dg.AssetKey]) -> set:
+    """The entities whose automation conditions a round can have changed, given the assets it ``touched``
+    (requested, materialized or checked): those, their children, the descendants whose condition looks at every
+    ancestor (``UpstreamCurrent``: the release assets), and the checks of all these. Any other entity sees the
+    same parents, data versions, checks and cursor as when it was last evaluated (its condition reads no more
+    than these, and no condition of this graph depends on the time but the sources' cron): evaluated again, it
+    would request nothing and keep its memory. `build --changed` evaluates these alone after its first round;
+    the tests' replays check that they request what evaluating every entity requests."""
+    touched = set(touched)
+    below = dg.AssetSelection.assets(*touched).downstream().resolve(graph) if touched else set()
+    scope = touched | {c for k in touched for c in graph.get(k).child_keys} | {
+        k for k in below if _reads_ancestors(graph.get(k).automation_condition)}
+    return scope | {c for c in graph.asset_check_keys if set(graph.get(c).parent_entity_keys) & scope}
+
+
+def _reads_ancestors(condition: dg.AutomationCondition | None) -> bool:
+    from assets.automation import UpstreamCurrent
+
+    return condition is not None and (isinstance(condition, UpstreamCurrent)
+                                      or any(_reads_ancestors(c) for c in condition.children))
+
+
+def touched(results: Sequence) -> set[dg.AssetKey]:
+    """The assets ``results`` (runs) materialized or checked."""
+    return {k for r in results for k in ({m.materialization.asset_key for m in r.get_asset_materialization_events()}
+                                         | {e.asset_key for e in r.get_asset_check_evaluations()})}
+
+
 def _last_stage_of(graph, check: dg.AssetCheckKey, stages: list[list[dg.AssetKey]]) -> int:
     """The index of the last of ``stages`` holding something ``check`` reads (its asset or an additional
     dependency); 0 when none does."""
@@ -390,11 +418,12 @@ class _Runner:
         cursor is saved after each round that succeeded, so a failed or killed round is requested again."""
         from ehrxqa_pipeline.cli.dagster_private import evaluate_automation, load_cursor, save_cursor
 
-        cursor = load_cursor(instance)
+        cursor, scope = load_cursor(instance), None  # the first round evaluates every entity
         for _ in range(self.MAX_ROUNDS):
-            evaluation = evaluate_automation(self.defs, instance, cursor)
+            evaluation = evaluate_automation(self.defs, instance, cursor, only=scope)
             requested = {k: evaluation.get_requested_partitions(k) for k in self.graph.materializable_asset_keys
                          if evaluation.get_num_requested(k)}
+            ran = len(self.results)
             if requested:
                 self.run_stages(instance, sorted(set(requested) | self.release_tail(instance, set(requested))),
                                 requested, requested_checks(evaluation, requested))
@@ -404,6 +433,7 @@ class _Runner:
             save_cursor(instance, cursor)
             if not requested:
                 return
+            scope = evaluation_scope(self.graph, set(requested) | touched(self.results[ran:]))
 
 
     def release_tail(self, instance, targets: set[dg.AssetKey]) -> set[dg.AssetKey]:
