@@ -3,11 +3,13 @@ written out), on MIMIC-CXR-VQA rows in batch and as VqaModules for EHRXQA questi
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import pytest
 
 from ehrxqa_pipeline.vqa.baselines import (PriorMost, PriorQuestion, PriorQuestionText, fit_priors, most_popular,
-                                           question_texts)
+                                           priors_of_state, priors_state, question_texts)
 from tests.vqa.helpers_scoring import question_frame
 
 LL, RL, PE, LO = "left lung", "right lung", "pleural effusion", "lung opacity"
@@ -57,6 +59,20 @@ def test_the_priors_fitted_together_are_those_fitted_alone():
     assert together["prior_question"].inverter.invert("is there lung opacity in the right lung?") == \
         alone[1].inverter.invert("is there lung opacity in the right lung?")
     assert together["prior_question_text"].by_text == alone[2].by_text and len(alone[2].by_text) == 6  # 8 rows, 6 texts
+
+
+def test_the_priors_read_back_from_their_state_answer_as_fitted():
+    """``priors_of_state`` of the JSON of ``priors_state`` (what the scores keep between builds): the same
+    vocabulary and tables, and the same answers, to MIMIC-CXR-VQA rows and to EHRXQA's question texts."""
+    pairs = pl.DataFrame({"object": [LL, RL], "attribute": [PE, LO]})
+    fitted = fit_priors(_fit_frame(), pairs)
+    back = priors_of_state(json.loads(json.dumps(priors_state(fitted))))
+    assert back["prior_question"].objects == [LL, RL] and back["prior_question"].attributes == [LO, PE]
+    texts = ["is there lung opacity in the right lung?", "is there pleural effusion in the left lung?", "what?"]
+    for name, module in fitted.items():
+        assert back[name].answer_frame(_fit_frame()) == module.answer_frame(_fit_frame())
+        assert back[name]([None] * len(texts), texts) == module([None] * len(texts), texts)
+    assert vars(back["prior_question"]).keys() == vars(fitted["prior_question"]).keys()
 
 
 def test_most_popular_orders_lists_elementwise():

@@ -235,6 +235,35 @@ def test_the_table_items_scores_are_kept_while_database_items_and_code_are_uncha
     assert changed.details["yes"]["ehrxqa"]["correct"] == first.details["yes"]["ehrxqa"]["correct"] - 1
 
 
+def test_the_priors_are_fitted_again_only_when_what_they_are_fitted_from_changes(inputs, evaluated, tmp_path,
+                                                                                monkeypatch):
+    """With a memo, the fitted priors are read back while the train and valid questions, the pairs and the code
+    are those they were fitted from (a gold edit changes none of them), with the scores of fitting them; an
+    edited train answer fits them again, with the scores of an evaluation without a memo."""
+    from dataclasses import replace
+
+    import ehrxqa_pipeline.vqa.evaluate as ev
+
+    fits, real = [], ev.fit_priors
+
+    def spy(*args):
+        fits.append(args[0].height)
+        return real(*args)
+    monkeypatch.setattr(ev, "fit_priors", spy)
+    kept = replace(inputs, memo=tmp_path / "scores.json")
+    first, again = (evaluate(kept, min_positives=1, robustness_k=2) for _ in range(2))
+    assert len(fits) == 1
+    assert again.scores == first.scores == evaluated.scores and again.predictions == evaluated.predictions
+
+    q = inputs.questions.with_row_index("_r")
+    train = q.filter(pl.col("split") == "train")["_r"][0]
+    edited = q.with_columns(answer=pl.when(pl.col("_r") == train).then(pl.lit(["no"])).otherwise("answer")).drop("_r")
+    assert edited["answer"].to_list() != inputs.questions["answer"].to_list()
+    changed = evaluate(replace(kept, questions=edited), min_positives=1, robustness_k=2)
+    assert len(fits) == 2
+    assert changed.scores == evaluate(replace(inputs, questions=edited), min_positives=1, robustness_k=2).scores
+
+
 def _ehrxqa_details(e) -> dict:
     """Each module's EHRXQA result but the counts of what it was asked in that run (fewer with runs kept)."""
     return {m: {k: v for k, v in d["ehrxqa"].items() if k not in ("vqa_asked", "vqa_abstentions")}
