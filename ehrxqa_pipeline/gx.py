@@ -1,13 +1,14 @@
 """Great Expectations, imported after the environment it reads is set (``config.quiet_third_parties``: no usage
 analytics leave the machine, no progress bars in the logs). ``quality.check_gx`` imports it from here. The
 forkserver of the runs the UI launches preloads this module (``definitions.START_METHOD``): a check step forked
-from it does not import Great Expectations again (about 3 s of CPU a step).
+from it does not import Great Expectations again (about 3 s of CPU a step). So does the worker server that
+`ehrxqa build` starts as it begins (``workers``), whose worker then runs the build's contract suites.
 
 Importing Great Expectations imports every built-in expectation, and one of them
 (``expect_column_kl_divergence_to_be_less_than``) imports ``scipy.stats`` at module level for use inside its
 methods only (``from scipy import stats``). No data contract uses it (``contracts.rules.gx_expectations``), yet
 that import was a fifth of the whole: 1.1-1.3 s of 4-6 s on the 2-core machine, paid by every process that runs
-a contract check (each `ehrxqa build`, so each partial re-run). ``DEFERRED`` modules are registered lazily first
+a contract check. ``DEFERRED`` modules are registered lazily first
 (``importlib.util.LazyLoader``): they load in full on first attribute access, so anything that does use them
 gets the real module. Only a submodule bound to its package that way stays deferred: a plain ``import x`` of a
 lazy module reads its ``__spec__`` and so loads it at once (the same expectation's ``import altair``)."""

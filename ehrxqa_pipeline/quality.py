@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from ehrxqa_pipeline import workers
 from ehrxqa_pipeline.config import quiet_third_parties
 from ehrxqa_pipeline.contracts import DUCKDB_TYPES, OUT_OF_SCOPE, Contract, ForeignKey, gx_expectations
 from ehrxqa_pipeline.ingest import quote
@@ -220,31 +221,46 @@ def check_foreign_keys(con, contract: Contract) -> CheckOutcome:
 
 
 def check_gx(con, contract: Contract, sample_rows: int = 100_000) -> CheckOutcome:
-    """Run the contract's Great Expectations suite on the table (or a deterministic sample of it)."""
-    quiet_third_parties()  # privacy: no usage analytics leave the machine; no progress bars in the logs
-    from ehrxqa_pipeline.gx import ProgressBarsConfig, gx
-
+    """Run the contract's Great Expectations suite on the table (or a deterministic sample of it): in a worker
+    process when one starts with Great Expectations loaded and this process has not loaded it (``workers``:
+    `ehrxqa build` starts their server as it begins), else here."""
     schema, table = contract.group, contract.table
     rows = _count(con, f"SELECT count(*) FROM {schema}.{quote(table)}")
     sample = "" if rows <= sample_rows else f" USING SAMPLE reservoir({sample_rows} ROWS) REPEATABLE (7)"
     pdf = con.execute(f"SELECT * FROM {schema}.{quote(table)}{sample}").df()
+    verdict = workers.call(gx_verdict, pdf, contract) if workers.holds(workers.GX) else gx_verdict(pdf, contract)
+    return CheckOutcome(verdict.success, {
+        "failed_expectations": verdict.failed, "expectations": verdict.expectations,
+        "validated_rows": len(pdf), "table_rows": rows, "success_percent": verdict.success_percent},
+        "; ".join(verdict.failed) or f"{verdict.expectations} expectations met")
+
+
+@dataclass(frozen=True)
+class GxVerdict:
+    success: bool
+    failed: list[str]  # expectation(column) of each that failed
+    expectations: int
+    success_percent: float
+
+
+def gx_verdict(pdf, contract: Contract) -> GxVerdict:
+    """The contract's Great Expectations suite run on the frame ``pdf``."""
+    quiet_third_parties()  # privacy: no usage analytics leave the machine; no progress bars in the logs
+    from ehrxqa_pipeline.gx import ProgressBarsConfig, gx
+
+    name = f"{contract.group}.{contract.table}"
     ctx = gx.get_context(mode="ephemeral")
     # no "Calculating Metrics" bars in the build log: TQDM_DISABLE is read when tqdm is first imported, which
     # a step that imported torch before has already done
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
-    batch = (ctx.data_sources.add_pandas(f"{schema}_{table}").add_dataframe_asset(table)
+    batch = (ctx.data_sources.add_pandas(name.replace(".", "_")).add_dataframe_asset(contract.table)
              .add_batch_definition_whole_dataframe("whole"))
-    suite = ctx.suites.add(gx.ExpectationSuite(name=f"{schema}.{table}",
-                                               expectations=gx_expectations(contract, list(pdf.columns))))
-    vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=f"{schema}.{table}", data=batch,
-                                                                suite=suite))
+    suite = ctx.suites.add(gx.ExpectationSuite(name=name, expectations=gx_expectations(contract, list(pdf.columns))))
+    vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
     # BOOLEAN_ONLY: each expectation's verdict without its unexpected values, counts and lists, which nothing
     # here reads (a failure is named by expectation and column); the same verdicts, about a third less work
     result = vd.run(batch_parameters={"dataframe": pdf}, result_format="BOOLEAN_ONLY")
     failed = [f"{r.expectation_config.type}({r.expectation_config.kwargs.get('column', '')})"
               for r in result.results if not r.success]
-    return CheckOutcome(bool(result.success), {
-        "failed_expectations": failed, "expectations": len(result.results),
-        "validated_rows": len(pdf), "table_rows": rows,
-        "success_percent": float(result.statistics.get("success_percent") or 0.0)},
-        "; ".join(failed) or f"{len(result.results)} expectations met")
+    return GxVerdict(bool(result.success), failed, len(result.results),
+                     float(result.statistics.get("success_percent") or 0.0))

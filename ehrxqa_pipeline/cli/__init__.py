@@ -177,6 +177,7 @@ def _run_config(path: str) -> dict:
 
 
 def cmd_build(args) -> int:
+    from ehrxqa_pipeline import workers
     from ehrxqa_pipeline.cli.build import build, format_summary
     from ehrxqa_pipeline.hashing import DIGESTS_FILE, remembering
     from ehrxqa_pipeline.threads import steps_run_alone
@@ -203,6 +204,7 @@ def cmd_build(args) -> int:
         print(f"error: {err}", file=sys.stderr)
         return BUSY_EXIT
     with lock:
+        workers.start(workers.GX)  # its server loads Great Expectations on another core meanwhile
         if lock.previous:
             print(f"the previous build (pid {lock.previous.get('pid')}, started {lock.previous.get('started')}) "
                   "did not finish (killed?): cleaning up after it")

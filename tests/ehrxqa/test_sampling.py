@@ -78,8 +78,8 @@ def test_same_inputs_same_sample_in_one_or_several_processes(db_path, small_samp
     parallel = sample_ehrxqa(_files(db_path), _files(db_path), seed=0, caps=SMALL,
                              templates=[BY_INDEX[i] for i in WIDE], workers=2)
     assert stored_frame(parallel).equals(stored_frame(small_sample))
-    from ehrxqa_pipeline.questions.ehrxqa.sampling import worker_context
-    assert worker_context().get_start_method() == "forkserver"  # (Linux) workers forked with the modules loaded
+    from ehrxqa_pipeline.workers import context
+    assert context().get_start_method() == "forkserver"  # (Linux) workers forked with the modules loaded
     other = sample_ehrxqa(_files(db_path), _files(db_path), seed=1, caps=SMALL,
                           templates=[BY_INDEX[i] for i in WIDE])
     assert not stored_frame(other).equals(stored_frame(small_sample))

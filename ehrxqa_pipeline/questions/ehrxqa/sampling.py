@@ -35,7 +35,6 @@ without it every gold-SQL probe scans the whole sheet (tens of seconds per group
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -53,6 +52,7 @@ from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo, table_scope
 from ehrxqa_pipeline.questions.ehrxqa.table_pools import empty_pool_reason as table_empty_pool_reason
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import unanswerable_items
 from ehrxqa_pipeline.rng import generator
+from ehrxqa_pipeline.workers import context as worker_context
 
 DATABASES = ("silver", "gold")  # silver: train + valid, gold: test
 SPLITS = DATASET_SPLITS
@@ -305,24 +305,9 @@ def _sample_chunk(files: DatabaseFiles, database: str, seed: int, caps: Sampling
 CHUNKS_PER_WORKER = 4  # template chunks per worker and database: progress is reported as each is done
 
 
-# What the worker processes run (sampling and the consistency check): the forkserver imports it once, and each
-# worker forked from it starts with it loaded (a spawned worker imported it again, about 0.4 s, in each pool).
-WORKER_MODULES = ("ehrxqa_pipeline.questions.ehrxqa.records",)
-
-
-def worker_context() -> multiprocessing.context.BaseContext:
-    """Fresh worker processes, never a fork of this process (which may hold threads and connections): forked
-    from a forkserver that has ``WORKER_MODULES`` loaded, where the platform has one; else spawned."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(list(WORKER_MODULES))  # (read when the server starts: the first pool of a process)
-    return ctx
-
-
 def run_parallel(fn, jobs: list[tuple], workers: int, done=None) -> list:
     """``fn(*job)`` for every job, in job order; in this process when ``workers`` <= 1 (or one job), else in
-    ``workers`` fresh processes (``worker_context``): results are the same either way. ``done(k, result)`` after
+    ``workers`` fresh processes (``ehrxqa_pipeline.workers``): results are the same either way. ``done(k, result)`` after
     each."""
     out = []
     if workers <= 1 or len(jobs) <= 1:
@@ -331,8 +316,7 @@ def run_parallel(fn, jobs: list[tuple], workers: int, done=None) -> list:
             if done:
                 done(len(out) - 1, out[-1])
         return out
-    ctx = worker_context()
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=worker_context()) as pool:
         for result in pool.map(fn, *zip(*jobs)):
             out.append(result)
             if done:
