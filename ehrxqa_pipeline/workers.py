@@ -2,20 +2,25 @@
 
 Forked from a forkserver that has loaded what they run (``MODULES``), where the platform has one; else spawned.
 The server is the process's own: multiprocessing starts it with the first pool, loads the preload list then,
-and keeps it until the process exits. ``start`` starts it ahead of that, with more to load: `ehrxqa build`
-does as it begins, with Great Expectations (``GX``), so that the server loads it on another core while the
-build goes on, and a contract check run before the build has imported it itself validates there
-(``quality.check_gx``) instead of importing it (1.2-1.4 s on the 2-core machine, the first round of most
-partial re-runs).
+and keeps it while the process or any worker of it lives. ``serving`` starts it ahead of that, with more to
+load: `ehrxqa build` serves for its whole run with Great Expectations (``GX``), so that the server loads it on
+another core while the build goes on, and a contract suite run before the build has imported it itself runs
+in a worker kept for the build (``call``; ``quality.check_gx``) instead of importing it here (1.2-1.4 s on the
+2-core machine, the first round of most partial re-runs). The kept worker stops when the build ends, and on
+its own if the build's process dies (killed): nothing outlives the build, holding its output pipes open.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.context
+import os
 import sys
+import threading
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 
 # What the sampling and consistency-check workers run: each worker forked from the server starts with it loaded
 # (a spawned worker imported it again, about 0.4 s, in each pool).
@@ -24,6 +29,8 @@ GX = "ehrxqa_pipeline.gx"  # Great Expectations, as the contract checks import i
 
 _loaded: tuple[str, ...] | None = None  # the server's preload list, once this module has started or used it
 _worker: ProcessPoolExecutor | None = None  # ``call``'s
+_lifeline = None  # the end of the kept worker's lifeline pipe this process holds (``_exit_with``)
+_serving = False
 
 
 def context() -> multiprocessing.context.BaseContext:
@@ -51,20 +58,61 @@ def start(*extra: str) -> None:
     _loaded = (*MODULES, *extra)
 
 
+@contextmanager
+def serving(*extra: str) -> Iterator[None]:
+    """Within: the server started (``start``) and ``call``'s worker kept from one call to the next; at the end
+    that worker is stopped."""
+    global _serving
+    start(*extra)
+    _serving = True
+    try:
+        yield
+    finally:
+        _serving = False
+        stop()
+
+
 def holds(module: str) -> bool:
-    """Whether a worker starts with ``module`` loaded while this process has not loaded it: work that needs it
-    is then cheaper there than here."""
-    return module in (_loaded or ()) and module not in sys.modules
+    """Whether, while serving, the worker starts with ``module`` loaded and this process has not loaded it:
+    work that needs it is then cheaper there than here."""
+    return _serving and module in (_loaded or ()) and module not in sys.modules
 
 
 def call(fn, *args):
-    """``fn(*args)`` in this process's worker: one, kept for the calls that follow (what it loaded and set up on
-    its first call stays), started on the first; its exceptions are raised here."""
-    global _worker
+    """``fn(*args)`` in the kept worker (started on the first call; while serving, what it loaded and set up on
+    a call stays for the next); its exceptions are raised here."""
+    global _worker, _lifeline
     if _worker is None:
-        _worker = ProcessPoolExecutor(max_workers=1, mp_context=context())
+        ctx = context()
+        reader, _lifeline = ctx.Pipe(duplex=False)  # the worker reads; only this process writes
+        _worker = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_exit_with, initargs=(reader,))
     try:
         return _worker.submit(fn, *args).result()
     except BrokenProcessPool:  # it died (killed, out of memory): the next call starts another
-        _worker = None
+        stop()
         raise
+    finally:
+        if not _serving:
+            stop()
+
+
+def stop() -> None:
+    """Stop the kept worker, if any."""
+    global _worker, _lifeline
+    if _worker is not None:
+        _worker.shutdown(wait=True)
+        _lifeline.close()
+        _worker = _lifeline = None
+
+
+def _exit_with(lifeline) -> None:
+    """In the kept worker: exit once the process it works for has ended (killed, or exited without stopping it),
+    when ``lifeline``, a pipe only that process writes to, reads its end. The worker's task queue would never
+    say so: the worker holds both of its ends."""
+    def watch() -> None:
+        try:
+            lifeline.recv()
+        except EOFError:
+            pass
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()

@@ -203,8 +203,8 @@ def cmd_build(args) -> int:
     except BuildLocked as err:
         print(f"error: {err}", file=sys.stderr)
         return BUSY_EXIT
-    with lock:
-        workers.start(workers.GX)  # its server loads Great Expectations on another core meanwhile
+    # the worker server loads Great Expectations on another core meanwhile (``workers``), until the build ends
+    with lock, workers.serving(workers.GX):
         if lock.previous:
             print(f"the previous build (pid {lock.previous.get('pid')}, started {lock.previous.get('started')}) "
                   "did not finish (killed?): cleaning up after it")
