@@ -54,7 +54,10 @@ def start(*extra: str) -> None:
     from multiprocessing import forkserver
 
     multiprocessing.get_context("forkserver").set_forkserver_preload([*MODULES, *extra])
-    forkserver.ensure_running()  # spawns the server; it imports the list before it forks its first worker
+    try:
+        forkserver.ensure_running()  # spawns the server; it imports the list before it forks its first worker
+    except OSError:  # no server here (no Unix sockets, no processes left): the work that would go there stays here
+        return
     _loaded = (*MODULES, *extra)
 
 
