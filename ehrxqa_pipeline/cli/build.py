@@ -133,7 +133,7 @@ def _reads_ancestors(condition: dg.AutomationCondition | None) -> bool:
                                       or any(_reads_ancestors(c) for c in condition.children))
 
 
-def touched(results: Sequence) -> set[dg.AssetKey]:
+def touched_by(results: Sequence) -> set[dg.AssetKey]:
     """The assets ``results`` (runs) materialized or checked."""
     return {k for r in results for k in ({m.materialization.asset_key for m in r.get_asset_materialization_events()}
                                          | {e.asset_key for e in r.get_asset_check_evaluations()})}
@@ -433,7 +433,7 @@ class _Runner:
             save_cursor(instance, cursor)
             if not requested:
                 return
-            scope = evaluation_scope(self.graph, set(requested) | touched(self.results[ran:]))
+            scope = evaluation_scope(self.graph, set(requested) | touched_by(self.results[ran:]))
 
 
     def release_tail(self, instance, targets: set[dg.AssetKey]) -> set[dg.AssetKey]:
