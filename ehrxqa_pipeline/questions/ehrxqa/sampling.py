@@ -307,8 +307,8 @@ CHUNKS_PER_WORKER = 4  # template chunks per worker and database: progress is re
 
 def run_parallel(fn, jobs: list[tuple], workers: int, done=None) -> list:
     """``fn(*job)`` for every job, in job order; in this process when ``workers`` <= 1 (or one job), else in
-    ``workers`` fresh processes (``ehrxqa_pipeline.workers``): results are the same either way. ``done(k, result)`` after
-    each."""
+    ``workers`` fresh processes (``ehrxqa_pipeline.workers``): results are the same either way.
+    ``done(k, result)`` after each."""
     out = []
     if workers <= 1 or len(jobs) <= 1:
         for job in jobs:
