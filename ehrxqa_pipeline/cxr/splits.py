@@ -68,14 +68,18 @@ def build_splits(con, side: str, seed: int, valid_fraction: float = VALID_FRACTI
     silver_reason, and gold_reason on the gold side; ``no_boxes`` where the box set has none of the ratio
     boxes). Each side reads only its own cohort and labels, so an edit on one side leaves the other's tables
     as they are."""
-    from ehrxqa_pipeline.cxr.ratios import GOLD_BOXES_SQL, SILVER_BOXES_SQL, ratios_sql, test_image_ratio
+    from ehrxqa_pipeline.cxr.ratios import (GOLD_BOXES_SQL, SILVER_BOXES_SQL, ratios_sql, silver_boxes_of,
+                                            test_image_ratio)
     from ehrxqa_pipeline.sources.schema import image_relpath_sql
 
     if side not in SIDES:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
     gold = side == "gold"
     con.execute("CREATE SCHEMA IF NOT EXISTS splits")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _silver_ratios AS {ratios_sql(SILVER_BOXES_SQL)}")
+    # the gold side's images are the gold first studies': the silver ratios of those only
+    first_studies = "SELECT image_id FROM cxr_cohort.gold WHERE study_order = 1"
+    silver_boxes = silver_boxes_of(first_studies) if gold else SILVER_BOXES_SQL
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _silver_ratios AS {ratios_sql(silver_boxes)}")
     if gold:
         con.execute(f"CREATE OR REPLACE TEMP TABLE _gold_ratios AS {ratios_sql(GOLD_BOXES_SQL)}")
         labelled = """SELECT c.*, 'test' AS split FROM cxr_cohort.gold c

@@ -23,6 +23,7 @@ a failed build leaves the previous database intact. Each random step has its own
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import duckdb
@@ -160,26 +161,37 @@ def build_answer_sheet(con: duckdb.DuckDBPyConnection, which: str, config: DbCon
     """Build ``ehr_<which>_answers.tb_cxr_plus`` for the database ``build_database`` left in ``ehr_<which>``
     (its TB_CXR and its workspace's image table) from the labels, the split's ratios and the silver boxes."""
     schema, answers, build = schemas(which)
-    stage = f"{answers}_next"  # the sheet's staging schema, also its work tables': dropped when published
-    con.execute(f"CREATE SCHEMA IF NOT EXISTS {stage}")
-    labels = stage_answer_labels(con, which, build, stage)
-    rows, _ = materialize(con, ANSWER_TABLE, tb_cxr_plus_sql(T.Ctx(schema, build, config or DbConfig()), which, stage),
-                          stage, stage, T.ORDER["tb_cxr_plus"])
-    _publish(con, [(stage, answers, ("tb_cxr_plus",))])
+    work = f"{answers}_next"  # the sheet's work tables (its labels, pairs, rejected rows): dropped when written
+    con.execute(f"CREATE SCHEMA IF NOT EXISTS {work}")
+    con.execute(f"CREATE SCHEMA IF NOT EXISTS {answers}")
+    labels = stage_answer_labels(con, which, build, work)
+    # written in place in one transaction, not staged and copied as the database's tables are (``_publish``): a
+    # failure leaves the sheet as it was, and a label edit saves the copy (0.2 s of 617,000 rows at full scale)
+    with _transaction(con):
+        rows, _ = materialize(con, ANSWER_TABLE, tb_cxr_plus_sql(T.Ctx(schema, build, config or DbConfig()), which,
+                                                                 work), answers, work, T.ORDER["tb_cxr_plus"])
+    con.execute(f"DROP SCHEMA IF EXISTS {work} CASCADE")
     return AnswerSheetResult(which=which, schema=answers, database_schema=schema, rows=rows, labels=labels)
+
+
+@contextmanager
+def _transaction(con: duckdb.DuckDBPyConnection):
+    """Everything in the block committed together, or rolled back on any failure."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
 
 
 def _publish(con: duckdb.DuckDBPyConnection, moves: list[tuple[str, str, tuple[str, ...]]]) -> None:
     """Copy the staged tables into their final schemas in one transaction, then drop the staging schemas."""
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with _transaction(con):
         for src, dst, names in moves:
             con.execute(f"CREATE SCHEMA IF NOT EXISTS {dst}")
             for name in names:
                 con.execute(f"CREATE OR REPLACE TABLE {dst}.{name} AS SELECT * FROM {src}.{name} ORDER BY row_id")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     for src, _, _ in moves:
         con.execute(f"DROP SCHEMA IF EXISTS {src} CASCADE")

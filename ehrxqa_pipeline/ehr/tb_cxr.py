@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import duckdb
 
-from ehrxqa_pipeline.cxr.ratios import SILVER_BOXES_SQL, ratios_sql
+from ehrxqa_pipeline.cxr.ratios import ratios_sql, silver_boxes_of
 from ehrxqa_pipeline.ehr.tables import Ctx
 from ehrxqa_pipeline.ehr.timeshift import shift
 from ehrxqa_pipeline.filters import Rule, reason_sql
@@ -139,10 +139,8 @@ def tb_cxr_sql(c: Ctx) -> str:
 
 def tb_cxr_plus_sql(c: Ctx, which: str, work: str) -> str:
     """``work``: the schema of ``stage_answer_labels``'s tables."""
-    boxes = (f"{SILVER_BOXES_SQL} WHERE split_part(object_id, '_', 1) IN "
-             f"(SELECT image_id FROM {c.schema}.tb_cxr)")
     return f"""
-    WITH silver_ratios AS ({ratios_sql(boxes)})
+    WITH silver_ratios AS ({ratios_sql(silver_boxes_of(f"SELECT image_id FROM {c.schema}.tb_cxr"))})
     SELECT t.subject_id, t.hadm_id, t.study_id, t.image_id, t.viewposition, t.studydatetime, i.studyorder,
            p.object, CAST(pos.image_id IS NOT NULL AS INTEGER) AS relation, p.attribute, p.category,
            CASE WHEN s.image_id IS NOT NULL THEN s.ctr ELSE r.ctr END AS ct_ratio,

@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from ehrxqa_pipeline.cxr.ratios import GOLD_BOXES_SQL, SILVER_BOXES_SQL, ratios_sql, test_image_ratio
+from ehrxqa_pipeline.cxr.ratios import GOLD_BOXES_SQL, ratios_sql, silver_boxes_of, test_image_ratio
 from ehrxqa_pipeline.cxr.splits import SIDES
 from ehrxqa_pipeline.sources.schema import image_relpath_sql
 
@@ -31,9 +31,8 @@ EXTRA_SPLIT = "ehrxqa"
 # so split 'test') with their CTR / MTR as splits.gold computes them (``test_image_ratio``), and the later studies
 # the gold database asks about (split EXTRA_SPLIT). From the cohort and the boxes, not from splits.gold, whose
 # rows also say which images are abnormal: the predictions that read it do not depend on any label (issue 23).
-_COHORT_BOXES = "split_part(object_id, '_', 1) IN (SELECT image_id FROM cxr_cohort.gold)"
 GOLD_COHORT_IMAGES_SQL = f"""
-    WITH s AS ({ratios_sql(f"{SILVER_BOXES_SQL} WHERE {_COHORT_BOXES}")}), g AS ({ratios_sql(GOLD_BOXES_SQL)})
+    WITH s AS ({ratios_sql(silver_boxes_of("SELECT image_id FROM cxr_cohort.gold"))}), g AS ({ratios_sql(GOLD_BOXES_SQL)})
     SELECT c.image_id, c.subject_id, c.study_id, c.view_position, NULL::VARCHAR AS gender,
            CASE WHEN c.study_order = 1 THEN 'test' ELSE '{EXTRA_SPLIT}' END AS split,
            CASE WHEN c.study_order = 1 THEN {test_image_ratio('ctr')} END AS ctr,

@@ -231,6 +231,40 @@ def test_answer_sheet_label_sources(built, sheets):
         assert one(con, f"SELECT count(*) FROM {r.answers_schema}.tb_cxr_plus WHERE ct_ratio IS NULL") == 0
 
 
+def test_a_failed_answer_sheet_build_leaves_the_sheet_as_it_was(warehouse_copy, monkeypatch):
+    """The sheet is written in place in one transaction: a failure after its rows were written (planted here)
+    rolls them back, and the sheet still holds the labels it was built from."""
+    from ehrxqa_pipeline.ehr import build
+
+    con = warehouse_copy()
+    gold = build.build_database(con, "gold", CONFIG, seed=0)
+    sheet = build.build_answer_sheet(con, "gold", CONFIG)
+    table = f"{sheet.schema}.tb_cxr_plus"
+    before = q(con, f"SELECT * FROM {table} ORDER BY row_id")
+    image, obj, attr = q(con, f"""SELECT image_id, object, attribute FROM cxr_labels.gold
+                                  WHERE image_id IN (SELECT image_id FROM {gold.schema}.tb_cxr)
+                                  ORDER BY ALL LIMIT 1""")[0]
+    con.execute("DELETE FROM cxr_labels.gold WHERE image_id = ? AND object = ? AND attribute = ?", [image, obj, attr])
+    real = build.materialize
+
+    def fails_after_writing(*args, **kwargs):
+        real(*args, **kwargs)
+        raise OSError("planted: disk full")
+
+    monkeypatch.setattr(build, "materialize", fails_after_writing)
+    with pytest.raises(OSError, match="planted"):
+        build.build_answer_sheet(con, "gold", CONFIG)
+    assert q(con, f"SELECT * FROM {table} ORDER BY row_id") == before
+    monkeypatch.setattr(build, "materialize", real)
+    assert build.build_answer_sheet(con, "gold", CONFIG).rows == sheet.rows
+    after = q(con, f"SELECT * FROM {table} ORDER BY row_id")
+    assert len(after) == len(before)
+    assert q(con, f"""SELECT image_id, object, attribute, relation FROM {table}
+                      WHERE row_id IN ({', '.join(str(a[0]) for a, b in zip(before, after) if a != b) or 'NULL'})"""
+             ) == [(image, obj, attr, 0)]  # the one label taken out, and nothing else
+    assert one(con, f"SELECT count(*) FROM duckdb_schemas() WHERE schema_name = '{sheet.schema}_next'") == 0
+
+
 def test_cost_prices_events(built):
     con, results = built
     for r in results.values():
