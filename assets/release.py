@@ -16,6 +16,7 @@ from assets.cxr_cohort import SILVER_KEY as SILVER_COHORT_KEY
 from assets.cxr_labels import GOLD_LATER_KEY, LABEL_KEYS, ONTOLOGY_KEY
 from assets.ehr_db import DB_KEYS
 from assets.ingest import CONTRACTS, ingest_key
+from assets.metadata import content_digest
 from assets.paraphrase import CANDIDATES_KEY as PARAPHRASE_CANDIDATES_KEY
 from assets.paraphrase import POOLS_KEY as PARAPHRASE_POOLS_KEY
 from assets.paraphrase import REVIEW_KEY as PARAPHRASE_REVIEW_KEY
@@ -25,6 +26,7 @@ from assets.paraphrase import VALIDATED_KEY
 from assets.sources import HASH_CACHE, SOURCE_KEYS, SOURCE_VERSION_FIELD
 from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.hashing import HashCache
+from ehrxqa_pipeline.release.memo import OutputMemo
 from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.cxr import downloads
 from ehrxqa_pipeline.release import (changelog, croissant, datasheet, hf, license_note, manifest, plots, readme,
@@ -286,14 +288,17 @@ def release_croissant(context: dg.AssetExecutionContext, pipeline_config: Pipeli
                       "cxr_cohort.gold, the build list of cxr_cohort/image_downloads.", **COMMON)
 def release_images(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.MaterializeResult:
     settings = pipeline_config.settings()
-    with warehouse.connect() as con:
-        lists = downloads.split_images(con)
     folder, version = settings.release_dir / downloads.OUT_DIR, settings.layout().version(MIMIC_CXR)
-    for split, frame in lists.items():
-        downloads.write_list(frame, folder, split, version)
+    memo, counts = OutputMemo(settings.cache_dir / "image_lists.json"), {}
+    with warehouse.connect() as con:
+        for side in names.SIDE_SPLITS:  # a side whose tables are those its lists were written from is not read
+            counts.update(downloads.write_side_lists(
+                lambda side=side: downloads.split_images(con, side), content_digest(con, downloads.side_tables(side)),
+                folder, side, version, memo))
+    memo.save()
     path = downloads.write_readme(folder, version)
     return dg.MaterializeResult(metadata={
-        "per_split": dg.MetadataValue.json({s: f.height for s, f in lists.items()}),
+        "per_split": dg.MetadataValue.json({s: counts[s] for s in names.DATASET_SPLITS}),
         "readme": dg.MetadataValue.md(path.read_text()), "path": dg.MetadataValue.path(str(path))})
 
 

@@ -14,6 +14,7 @@ takes (``wget -i``); file sizes are not published in the metadata, so none are l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -21,7 +22,9 @@ import polars as pl
 
 from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.cxr.integrity import candidates_sql
-from ehrxqa_pipeline.names import DATASET_SPLITS
+from ehrxqa_pipeline.hashing import combine, file_digest
+from ehrxqa_pipeline.names import DATASET_SPLITS, SIDE_SPLITS
+from ehrxqa_pipeline.release.memo import OutputMemo
 from ehrxqa_pipeline.sources.schema import CXR_FILES_DIR, MIMIC_CXR, image_relpath_sql
 
 OUT_DIR = "images"  # below EHRXQA_HOME/release
@@ -44,19 +47,47 @@ def build_images(con: duckdb.DuckDBPyConnection, schema: str = "cxr_cohort") -> 
         ORDER BY c.relpath""").pl()
 
 
-def split_images(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
-    """Per split, the images the release uses: the split's rows of its side's table (``splits.silver`` for
-    train and valid, ``splits.gold`` for test), plus every gold-cohort image in test (the EHRXQA test database
-    samples its patients' studies from the gold cohort)."""
+def split_images(con: duckdb.DuckDBPyConnection, side: str) -> dict[str, pl.DataFrame]:
+    """Per split of ``side`` (``names.SIDE_SPLITS``), the images the release uses: the split's rows of the
+    side's table (``splits.silver`` for train and valid, ``splits.gold`` for test), plus every gold-cohort image
+    in test (the EHRXQA test database samples its patients' studies from the gold cohort)."""
     relpath = image_relpath_sql(image="image_id")
     out = {}
-    for split in SPLITS:
+    for split in SIDE_SPLITS[side]:
         gold = (f" UNION SELECT image_id AS dicom_id, subject_id, study_id, {relpath} AS relpath "
-                f"FROM cxr_cohort.gold" if split == "test" else "")
+                f"FROM cxr_cohort.gold" if side == "gold" else "")
         out[split] = con.execute(f"""
             SELECT image_id AS dicom_id, subject_id, study_id, {relpath} AS relpath
-            FROM splits.{"gold" if split == "test" else "silver"} WHERE split = ?{gold}
+            FROM splits.{side} WHERE split = ?{gold}
             ORDER BY relpath""", [split]).pl()
+    return out
+
+
+def side_tables(side: str) -> list[str]:
+    """The tables ``split_images(con, side)`` reads."""
+    return [f"splits.{side}", *(["cxr_cohort.gold"] if side == "gold" else [])]
+
+
+# What a list is made from besides its rows: this module (the formats, the URL) and polars (the CSV writer)
+_CODE = combine(file_digest(Path(__file__)), pl.__version__)
+
+
+def write_side_lists(load: Callable[[], dict[str, pl.DataFrame]], inputs: str, folder: Path, side: str,
+                     cxr_version: str, memo: OutputMemo) -> dict[str, int]:
+    """``write_list`` of each split of ``side`` from ``load()`` (``split_images``); split -> images.
+    ``inputs``: a digest of the tables ``load`` reads (``side_tables``): when every list of the side was last
+    written from the same inputs and version and its files still hold what was written, ``load`` is never
+    called and nothing is written (a gold label edit leaves the train list's 200,000 lines as they are)."""
+    inputs = combine(inputs, cxr_version, _CODE)
+    files = {split: (folder / f"{split}.csv", folder / f"{split}_urls.txt") for split in SIDE_SPLITS[side]}
+    kept = {split: [memo.kept(path.name, inputs, path) for path in paths] for split, paths in files.items()}
+    if all(facts is not None for both in kept.values() for facts in both):
+        return {split: both[0]["images"] for split, both in kept.items()}
+    out = {}
+    for split, frame in load().items():
+        for path in write_list(frame, folder, split, cxr_version):
+            memo.record(path.name, inputs, file_digest(path), {"images": frame.height})
+        out[split] = frame.height
     return out
 
 

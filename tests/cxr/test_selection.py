@@ -130,3 +130,47 @@ def test_build_image_list_is_every_jpeg_the_build_reads(warehouse, tmp_path):
     assert len(lines) == listed.height
     readme = downloads.write_readme(tmp_path, "2.0.0").read_text()
     assert f"| `build` | {listed.height:,} |" in readme and "-i build_urls.txt" in readme
+
+
+def test_a_sides_lists_are_written_again_only_when_what_they_are_made_from_changed(tmp_path):
+    """``write_side_lists`` reads and writes a side's lists once per inputs: the same inputs with the files as
+    written read nothing; other inputs, another MIMIC-CXR-JPG version or a list edited since are written again,
+    from the tables as they are then."""
+    import duckdb
+
+    from ehrxqa_pipeline.cxr import downloads
+    from ehrxqa_pipeline.release.memo import OutputMemo
+
+    con = duckdb.connect()
+    con.execute("CREATE SCHEMA splits; CREATE SCHEMA cxr_cohort")
+    con.execute("""CREATE TABLE splits.silver AS SELECT * FROM (VALUES ('b', 10000001, 50000001, 'train'),
+                   ('a', 10000002, 50000002, 'train'), ('c', 11000003, 50000003, 'valid'))
+                   t(image_id, subject_id, study_id, split)""")
+    con.execute("CREATE TABLE splits.gold AS SELECT 'g1' AS image_id, 12000004 AS subject_id, 50000004 AS study_id, "
+                "'test' AS split")
+    con.execute("CREATE TABLE cxr_cohort.gold AS SELECT * EXCLUDE (split) FROM splits.gold UNION ALL "
+                "SELECT 'g2', 12000004, 50000005")
+    memo_path, folder, loads = tmp_path / "image_lists.json", tmp_path / "images", []
+
+    def write(side: str, inputs: str, version: str = "2.0.0") -> dict[str, int]:
+        def load():
+            loads.append(side)
+            return downloads.split_images(con, side)
+        memo = OutputMemo(memo_path)
+        out = downloads.write_side_lists(load, inputs, folder, side, version, memo)
+        memo.save()
+        return out
+
+    assert write("silver", "v1") == {"train": 2, "valid": 1} and write("gold", "v1") == {"test": 2}
+    assert (folder / "train.csv").read_text().splitlines()[1:] == [
+        "b,10000001,50000001,p10/p10000001/s50000001/b.jpg", "a,10000002,50000002,p10/p10000002/s50000002/a.jpg"]
+    assert (folder / "test_urls.txt").read_text().splitlines()[1].endswith("/files/p12/p12000004/s50000005/g2.jpg")
+    assert write("silver", "v1") == {"train": 2, "valid": 1} and write("gold", "v1") == {"test": 2}
+    assert loads == ["silver", "gold"]  # nothing read again
+    con.execute("DELETE FROM splits.silver WHERE image_id = 'a'")
+    assert write("silver", "v2") == {"train": 1, "valid": 1} and loads[-1] == "silver"
+    assert (folder / "train.csv").read_text().count("\n") == 2
+    write("silver", "v2", version="2.1.0")
+    assert loads.count("silver") == 3 and "/mimic-cxr-jpg/2.1.0/" in (folder / "valid_urls.txt").read_text()
+    (folder / "test.csv").write_text("edited\n")
+    assert write("gold", "v1") == {"test": 2} and loads[-1] == "gold" and "g2" in (folder / "test.csv").read_text()
