@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ehrxqa_pipeline.questions.ehrxqa import (BY_INDEX, CATALOG, ImageFiller, TimeFilter, check_items, fill_items,
-                                              templates)
+                                              run_sql, templates)
 from ehrxqa_pipeline.questions.ehrxqa.registry import EXCLUDED
 from ehrxqa_pipeline.questions.ehrxqa.table_pools import empty_pool_reason
 from ehrxqa_pipeline.questions.ehrxqa.table_templates import TABLE_TEMPLATES
@@ -118,6 +118,23 @@ def test_a_table_item_runs_its_one_query_once_and_a_stale_answer_still_fails(tab
     edited = dataclasses.replace(item, neural_sql=item.neural_sql + " ")  # another text: both run
     check_items([edited], table_conn, YesModule())
     assert gold_runs == [item.gold_sql]
+
+def test_a_list_items_gold_sql_runs_once(table_db_path):
+    """A list template's draw runs its gold SQL to see that the answer is not empty; the item takes that answer
+    (``ImageFiller.answer``), its query is not run a second time. Same items as running it again."""
+    from ehrxqa_pipeline.questions.neuralsql import postprocess_query
+
+    listed = [t for t in TABLE if not t.one_row]
+    conn = sqlite3.connect(table_db_path)
+    ran = Counter()
+    conn.set_trace_callback(lambda sql: ran.update([sql]))
+    items = fill_items(conn, 3, listed)
+    conn.set_trace_callback(None)
+    assert len(items) > 10 and all(ran[postprocess_query(i.gold_sql)] == 1 for i in items)
+    fresh = [run_sql(conn, i.gold_sql) for i in items]
+    assert [i.answer for i in items] == fresh
+    conn.close()
+
 
 def test_yes_no_and_count_answers_vary(table_items):
     has = [i.answer[0] for i in table_items if i.template.kind == "has"]

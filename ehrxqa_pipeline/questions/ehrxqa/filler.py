@@ -75,6 +75,16 @@ class ImageFiller:
             self.by_patient.setdefault(row[0], []).append(row)
         self._containing: dict[str, tuple[TimeFilter, ...]] = {}
         self._resolved: dict[str, tuple] = {}  # a reference query -> the study ids it returns (``studies_of``)
+        self._last_answer: tuple[str, list] | None = None  # (gold SQL, its answer): ``answer``
+
+    def answer(self, sql: str) -> list:
+        """``run_sql(self.conn, sql)``, run once for two calls in a row with the same ``sql``: a list template's
+        draw runs its gold SQL to see that the answer is not empty (``table_draws.draw_table``), then
+        ``instantiate`` needs the same answer (running it twice was 40 % of the table templates' sampling)."""
+        if self._last_answer is None or self._last_answer[0] != sql:
+            self._last_answer = None
+            self._last_answer = (sql, run_sql(self.conn, sql))
+        return list(self._last_answer[1])  # each caller its own list
 
     # -- the answer sheet (TB_CXR_PLUS), read on first use: table templates never read it ---------------------
     @cached_property
@@ -308,7 +318,7 @@ class ImageFiller:
                 return None
         gold, neural = t.queries(v)
         try:
-            answer = run_sql(self.conn, gold)
+            answer = self.answer(gold)
         except sqlite3.Error:
             return None
         if any(a is None for a in answer) or (t.one_row and len(answer) != 1):

@@ -249,8 +249,8 @@ def draw_table(filler, t, rng: np.random.Generator) -> dict | None:
     v = _Draw(filler, t, rng).draw()
     if v is None or t.one_row:
         return v
-    try:  # list templates: a non-empty answer
-        row = filler.conn.execute(postprocess_query(t.queries(v)[0])).fetchone()
+    try:  # list templates: a non-empty answer (kept by the filler for ``instantiate``)
+        answer = filler.answer(t.queries(v)[0])
     except sqlite3.Error:
         return None
-    return v if row is not None else None
+    return v if answer else None
