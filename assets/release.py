@@ -26,11 +26,11 @@ from assets.paraphrase import VALIDATED_KEY
 from assets.sources import HASH_CACHE, SOURCE_KEYS, SOURCE_VERSION_FIELD
 from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.hashing import HashCache
-from ehrxqa_pipeline.release.memo import OutputMemo
 from ehrxqa_pipeline.atomic import write_text
 from ehrxqa_pipeline.cxr import downloads
 from ehrxqa_pipeline.release import (changelog, croissant, datasheet, hf, license_note, manifest, plots, readme,
                                      tables)
+from ehrxqa_pipeline.release.memo import OutputMemo
 from ehrxqa_pipeline.sources.schema import MIMIC_CXR
 from ehrxqa_pipeline.vqa.predictions import pretrained_backbone
 from resources import PipelineConfig, Warehouse

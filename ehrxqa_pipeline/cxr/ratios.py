@@ -51,17 +51,17 @@ def ratios_sql(boxes_sql: str) -> str:
 
 SILVER_BOXES_SQL = ("SELECT split_part(object_id, '_', 1) AS image_id, bbox_name, x1, x2 "
                     "FROM ingest.silver_bbox")
+GOLD_BOXES_SQL = """
+    SELECT replace(image_id, '.dcm', '') AS image_id, bbox_name,
+           CAST(string_split(trim(coord224, '[] '), ',')[1] AS DOUBLE) AS x1,
+           CAST(string_split(trim(coord224, '[] '), ',')[3] AS DOUBLE) AS x2
+    FROM ingest.gold_bbox"""
 
 
 def silver_boxes_of(images_sql: str) -> str:
     """``SILVER_BOXES_SQL`` of the images ``images_sql`` selects (one column, image_id) only: the ratios of a few
     images without aggregating the boxes of every silver image (8.6 million rows at full scale)."""
     return f"{SILVER_BOXES_SQL} WHERE split_part(object_id, '_', 1) IN ({images_sql})"
-GOLD_BOXES_SQL = """
-    SELECT replace(image_id, '.dcm', '') AS image_id, bbox_name,
-           CAST(string_split(trim(coord224, '[] '), ',')[1] AS DOUBLE) AS x1,
-           CAST(string_split(trim(coord224, '[] '), ',')[3] AS DOUBLE) AS x2
-    FROM ingest.gold_bbox"""
 
 
 def test_image_ratio(name: str, gold: str = "g", silver: str = "s") -> str:

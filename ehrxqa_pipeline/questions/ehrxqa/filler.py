@@ -82,7 +82,6 @@ class ImageFiller:
         draw runs its gold SQL to see that the answer is not empty (``table_draws.draw_table``), then
         ``instantiate`` needs the same answer (running it twice was 40 % of the table templates' sampling)."""
         if self._last_answer is None or self._last_answer[0] != sql:
-            self._last_answer = None
             self._last_answer = (sql, run_sql(self.conn, sql))
         return list(self._last_answer[1])  # each caller its own list
 
