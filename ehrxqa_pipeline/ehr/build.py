@@ -16,14 +16,14 @@ steps, so that a label edit rebuilds the answer sheet and leaves the database as
 Steps: image set and cohort rules (``cohort``), patient draw, per-patient offsets (``timeshift``), the
 study -> admission link and which images are labelled (``tb_cxr``), the price list (``cost``), then every
 table in parent-first order (``tables``, ``stage.materialize``). The tables are written to a staging schema
-and copied into ``ehr_<which>`` (the answer sheet: ``ehr_<which>_answers``) in one transaction at the end, so
-a failed build leaves the previous database intact. Each random step has its own generator (``rng.generator(seed,
-"ehr_db.<which>.<step>")``): the same warehouse, config and seed give identical table contents.
+and copied into ``ehr_<which>`` in one transaction at the end (the answer sheet is written in place into
+``ehr_<which>_answers`` in one transaction), so a failed build leaves the previous database and sheet intact.
+Each random step has its own generator (``rng.generator(seed, "ehr_db.<which>.<step>")``): the same warehouse,
+config and seed give identical table contents.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import duckdb
@@ -37,6 +37,7 @@ from ehrxqa_pipeline.ehr.stage import materialize
 from ehrxqa_pipeline.ehr.tb_cxr import stage_answer_labels, stage_label_images, stage_links, tb_cxr_plus_sql, \
     tb_cxr_sql
 from ehrxqa_pipeline.ehr.timeshift import compute_offsets
+from ehrxqa_pipeline.warehouse import transaction
 
 BUILD_ORDER = ("patients", "admissions", "d_icd_diagnoses", "d_icd_procedures", "d_labitems", "d_items",
                "icustays", "transfers", "diagnoses_icd", "procedures_icd", "labevents", "prescriptions",
@@ -167,28 +168,16 @@ def build_answer_sheet(con: duckdb.DuckDBPyConnection, which: str, config: DbCon
     labels = stage_answer_labels(con, which, build, work)
     # written in place in one transaction, not staged and copied as the database's tables are (``_publish``): a
     # failure leaves the sheet as it was, and a label edit saves the copy (0.2 s of 617,000 rows at full scale)
-    with _transaction(con):
+    with transaction(con):
         rows, _ = materialize(con, ANSWER_TABLE, tb_cxr_plus_sql(T.Ctx(schema, build, config or DbConfig()), which,
                                                                  work), answers, work, T.ORDER["tb_cxr_plus"])
     con.execute(f"DROP SCHEMA IF EXISTS {work} CASCADE")
     return AnswerSheetResult(which=which, schema=answers, database_schema=schema, rows=rows, labels=labels)
 
 
-@contextmanager
-def _transaction(con: duckdb.DuckDBPyConnection):
-    """Everything in the block committed together, or rolled back on any failure."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        yield
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
-
-
 def _publish(con: duckdb.DuckDBPyConnection, moves: list[tuple[str, str, tuple[str, ...]]]) -> None:
     """Copy the staged tables into their final schemas in one transaction, then drop the staging schemas."""
-    with _transaction(con):
+    with transaction(con):
         for src, dst, names in moves:
             con.execute(f"CREATE SCHEMA IF NOT EXISTS {dst}")
             for name in names:

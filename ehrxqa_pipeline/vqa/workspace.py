@@ -32,7 +32,8 @@ EXTRA_SPLIT = "ehrxqa"
 # the gold database asks about (split EXTRA_SPLIT). From the cohort and the boxes, not from splits.gold, whose
 # rows also say which images are abnormal: the predictions that read it do not depend on any label (issue 23).
 GOLD_COHORT_IMAGES_SQL = f"""
-    WITH s AS ({ratios_sql(silver_boxes_of("SELECT image_id FROM cxr_cohort.gold"))}), g AS ({ratios_sql(GOLD_BOXES_SQL)})
+    WITH s AS ({ratios_sql(silver_boxes_of("SELECT image_id FROM cxr_cohort.gold"))}),
+         g AS ({ratios_sql(GOLD_BOXES_SQL)})
     SELECT c.image_id, c.subject_id, c.study_id, c.view_position, NULL::VARCHAR AS gender,
            CASE WHEN c.study_order = 1 THEN 'test' ELSE '{EXTRA_SPLIT}' END AS split,
            CASE WHEN c.study_order = 1 THEN {test_image_ratio('ctr')} END AS ctr,
