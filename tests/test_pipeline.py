@@ -154,6 +154,7 @@ def test_gold_label_edit_kept_in_size_rebuilds_only_gold_dependents_through_a_ki
     # written whole: this home is a copy of the session's build, and a copied file is not one the export left
     # (ehr.export.patch_answer_sheet; the EHR edit below finds both sheets' files as the exports left them)
     assert _answer_sheet_files(instance, settings, "gold") == "written"
+    # the release is compared with a fresh build of the edited source after the silver and EHR edits below
 
 
 def _answer_sheet_files(instance, settings, side: str) -> str:
@@ -171,7 +172,6 @@ def _answer_sheet_files(instance, settings, side: str) -> str:
         assert db.execute("SELECT * FROM tb_cxr_plus ORDER BY row_id").fetchall() == rows and rows
     key = K(["ehr_db", f"{side}_answers"])
     return instance.get_latest_materialization_event(key).asset_materialization.metadata["files"].value
-    # the release is compared with a fresh build of the edited source after the silver and EHR edits below
 
 
 def _replay(settings, instance, change) -> tuple[set[str], set[str]]:
