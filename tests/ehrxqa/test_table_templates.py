@@ -119,6 +119,7 @@ def test_a_table_item_runs_its_one_query_once_and_a_stale_answer_still_fails(tab
     check_items([edited], table_conn, YesModule())
     assert gold_runs == [item.gold_sql]
 
+
 def test_a_list_items_gold_sql_runs_once(table_db_path):
     """A list template's draw runs its gold SQL to see that the answer is not empty; the item takes that answer
     (``ImageFiller.answer``), its query is not run a second time. Same items as running it again."""
