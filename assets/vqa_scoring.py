@@ -246,8 +246,8 @@ def _predict_shards(context, pipes: dg.PipesClient, warehouse: Warehouse, settin
             return out
         mat, _ = _split_results(_run_worker(context, pipes, settings, {
             "task": "predict", "workspace": str(tmp / "workspace.duckdb"), "files_root": str(_files_root(settings)),
-            "model": str(path), "device": device.requested(), "shards": shards, "out": str(tmp / "out"),
-            "pretrained": str(probe) if probe.is_file() else None}))
+            "model": str(path), "device": device.requested(), "decode": device.decoder(), "shards": shards,
+            "out": str(tmp / "out"), "pretrained": str(probe) if probe.is_file() else None}))
         reported = {k: getattr(v, "value", v) for k, v in (mat.metadata or {}).items()}
         facts = reported.get("pretrained")
         backbone = (pl.DataFrame([facts], schema_overrides=BACKBONE_SCHEMA).select(*BACKBONE_SCHEMA) if facts

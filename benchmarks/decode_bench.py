@@ -12,10 +12,11 @@ usable boxes (``boxes.npz``: JPEG-pixel coordinates, object index, model geometr
 ``run`` measures, per decoder and batch size, in images/s:
 - ``decode``: JPEG -> crops + thumbnails on the device through ``vqa.stream`` (``cpu``: PIL draft + OpenCV in
   reader threads; ``torch``: the threads read bytes, torchvision's decode_jpeg (nvJPEG on CUDA) decodes and
-  ``vqa.decode.cut`` crops on the device);
+  ``vqa.decode.cut`` crops on the device; ``mixed:S``: both at once, a share S of the images on the CPU);
 - ``model``: inference of the reference model (random weights, the trained model's shape) on decoded batches
   already on the device, and one training step (forward, backward, AdamW);
-- ``end_to_end``: stream + inference, the decode hidden behind the model where the device allows.
+- ``end_to_end``: stream + inference, the decode hidden behind the model where the device allows;
+- ``split`` (``--split``): the torch decoder's stages timed apart: reading bytes, decode_gray, cut.
 ``--real-size`` first re-encodes every image at MIMIC-CXR-JPG's size (short side 2,500 px, quality 95, film
 grain, ~1 MB per file) with its boxes scaled: the phantoms are ~350 px, and real decode cost is per pixel.
 """
@@ -100,15 +101,48 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _decode_rate(data: dict, device: str, decoder: str, batch: int, workers: int) -> dict:
+def _stream(data: dict, device: str, decoder: str, batch: int, workers: int):
+    """``vqa.stream`` over the bundle; ``decoder``: cpu, torch, mixed or mixed:SHARE (the share decoded on the CPU)."""
     from ehrxqa_pipeline.vqa.stream import stream
 
+    return stream(data["paths"], data["boxes"], device, decoder, batch, workers)
+
+
+def _decode_rate(data: dict, device: str, decoder: str, batch: int, workers: int) -> dict:
     n, t0 = 0, time.perf_counter()
-    for b in stream(data["paths"], data["boxes"], device, decoder, batch, workers):
+    for b in _stream(data, device, decoder, batch, workers):
         n += len(b.rows)
     _sync(device)
     wall = time.perf_counter() - t0
     return {"images": n, "seconds": round(wall, 3), "images_per_s": round(n / wall, 1)}
+
+
+def _split(data: dict, device: str, batch: int, workers: int) -> dict:
+    """The torch decoder's stages apart, each timed alone (images/s): the reader threads reading the files'
+    bytes, ``decode_gray`` (nvJPEG on CUDA) on bytes already read, ``cut`` on images already decoded."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ehrxqa_pipeline.vqa.decode import cut, decode_gray, read_jpeg
+
+    paths, boxes = data["paths"], data["boxes"]
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        raw = list(pool.map(read_jpeg, paths))
+    read_s = time.perf_counter() - t0
+    decode_gray(raw[:batch], device)  # the decoder's set-up, outside the timing
+    _sync(device)
+    decode_s = cut_s = 0.0
+    for s in range(0, len(raw), batch):
+        t0 = time.perf_counter()
+        imgs = decode_gray(raw[s:s + batch], device)
+        _sync(device)
+        t1 = time.perf_counter()
+        cut(imgs, boxes[s:s + batch])
+        _sync(device)
+        decode_s, cut_s = decode_s + t1 - t0, cut_s + time.perf_counter() - t1
+    n = len(raw)
+    return {"images": n, "read_images_per_s": round(n / read_s, 1), "decode_images_per_s": round(n / decode_s, 1),
+            "cut_images_per_s": round(n / cut_s, 1)}
 
 
 def _model_rates(data: dict, device: str, batch: int, amp: bool, steps: int = 20) -> dict:
@@ -162,13 +196,12 @@ def _end_to_end(data: dict, device: str, decoder: str, batch: int, workers: int,
     import torch
 
     from ehrxqa_pipeline.vqa.model import build_model, predict_tensors
-    from ehrxqa_pipeline.vqa.stream import stream
 
     model = build_model(data["n_objects"], data["n_attributes"]).to(device)
     obj_all = torch.from_numpy(np.asarray(data["obj"], np.int64)).to(device)
     geom_all = torch.from_numpy(data["geom"]).to(device)
     n, decode_s, t0 = 0, 0.0, time.perf_counter()
-    for b in stream(data["paths"], data["boxes"], device, decoder, batch, workers):
+    for b in _stream(data, device, decoder, batch, workers):
         rows = torch.from_numpy(np.concatenate([data["rows"][k] for k in b.rows])).to(device)
         prob, img = predict_tensors(model, b.crops, torch.from_numpy(b.crop_image).to(device), obj_all[rows],
                                     geom_all[rows], b.thumbs, b.texture, amp)
@@ -181,7 +214,8 @@ def _end_to_end(data: dict, device: str, decoder: str, batch: int, workers: int,
 
 
 def run(bundle: Path, device: str = "auto", real_size: bool = False, batches=(64, 256), workers: int | None = None,
-        repeat: int = 1, decoders=("torch", "cpu"), out_file: Path | None = None, log=print) -> dict:
+        repeat: int = 1, decoders=("torch", "cpu"), out_file: Path | None = None, log=print,
+        split: bool = False) -> dict:
     """Every measurement of the module docstring; each is logged (and ``out_file`` rewritten) as it lands, so
     a run stopped at a time limit keeps what it measured."""
     import torch
@@ -223,6 +257,9 @@ def run(bundle: Path, device: str = "auto", real_size: bool = False, batches=(64
     torch.set_num_threads(1)
     for bs in batches:
         record("model", str(bs), _model_rates(data, dev, bs, amp))
+    if split:
+        for bs in batches:
+            record("split", str(bs), _split(data, dev, bs, workers))
     for dec in decoders:
         for bs in batches:
             record("decode", f"{dec}/{bs}", _decode_rate(data, dev, dec, bs, workers))
@@ -245,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--batches", default="64,256")
     r.add_argument("--workers", type=int)
     r.add_argument("--repeat", type=int, default=1)
-    r.add_argument("--decoders", default="torch,cpu")
+    r.add_argument("--decoders", default="torch,cpu", help="comma-separated; empty: none")
+    r.add_argument("--split", action="store_true", help="also time the torch decoder's stages apart")
     r.add_argument("--out")
     r.add_argument("--home", help="export the bundle from this built home first (with --source)")
     r.add_argument("--source")
@@ -262,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(a.bundle, ignore_errors=True)
         print(json.dumps(export(Path(a.home), Path(a.source), Path(a.bundle))), flush=True)
     run(Path(a.bundle), a.device, a.real_size, tuple(int(b) for b in a.batches.split(",")), a.workers, a.repeat,
-        tuple(a.decoders.split(",")), Path(a.out) if a.out else None, log=lambda m: print(m, flush=True))
+        tuple(d for d in a.decoders.split(",") if d), Path(a.out) if a.out else None,
+        log=lambda m: print(m, flush=True), split=a.split)
     return 0
 
 

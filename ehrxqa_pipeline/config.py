@@ -45,6 +45,7 @@ ENVIRONMENT = {
     "require_review": "EHRXQA_PARAPHRASE_REQUIRE_REVIEW",  # 1: pools of accepted candidates only
     "vqa_device": "EHRXQA_VQA_DEVICE",  # auto (default), cpu, cuda, cuda:N
     "vqa_amp": "EHRXQA_VQA_AMP",  # 0: no bf16 autocast on GPU
+    "vqa_decode": "EHRXQA_VQA_DECODE",  # prediction's JPEG decoder: auto (default), cpu, torch, mixed[:SHARE]
     "vqa_base_url": "EHRXQA_VQA_BASE_URL",  # an OpenAI-compatible vision endpoint, scored as one more module
     "vqa_model": "EHRXQA_VQA_MODEL",
     "vqa_api_key": "EHRXQA_VQA_API_KEY",
@@ -194,6 +195,7 @@ class Environment:
     require_review: str = ""
     vqa_device: str = ""
     vqa_amp: str = ""
+    vqa_decode: str = ""
     vqa_base_url: str = ""
     vqa_model: str = ""
     vqa_api_key: str = ""
@@ -272,6 +274,7 @@ def quiet_third_parties() -> None:
 # The steps read these when they run (resources, executor choice); a bad value found there would surface as a
 # traceback deep in a run. ``check_environment`` reads them all once, before any work.
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+_DECODE = re.compile(r"^(auto|cpu|torch|mixed(:(0|1|0?\.\d+|1\.0*))?)$")  # vqa.stream.parse_decoder's forms
 _HOST = re.compile(r"^[A-Za-z0-9_.:\-\[\]]+$")
 
 
@@ -311,6 +314,9 @@ def check_environment(env: Mapping[str, str] | None = None) -> Settings:
     if e.vqa_device and not _DEVICE.match(e.vqa_device.lower()):
         raise _bad(name["vqa_device"], e.vqa_device, "use auto, cpu, cuda or cuda:N")
     _flag(name["vqa_amp"], e.vqa_amp or "1")
+    if e.vqa_decode and not _DECODE.match(e.vqa_decode.lower()):
+        raise _bad(name["vqa_decode"], e.vqa_decode, "use auto, cpu, torch, mixed or mixed:SHARE (the share of "
+                                                     "images decoded on the CPU, 0 to 1)")
     _flag(name["require_review"], e.require_review or "0", REVIEW_FLAGS)
     for field in ("count_mimic_cxr_vqa", "count_ehrxqa"):
         value = getattr(e, field)

@@ -3,7 +3,8 @@
 Every field left unset comes from the environment when a step runs (never at import; read by
 ``ehrxqa_pipeline.config.Environment``):
 EHRXQA_VQA_DEVICE ("auto" = CUDA when present, else CPU; or "cpu", "cuda", "cuda:N"), EHRXQA_VQA_AMP
-("0" turns bf16 autocast off on GPU; CPU always runs fp32), EHRXQA_VQA_BASE_URL / EHRXQA_VQA_MODEL /
+("0" turns bf16 autocast off on GPU; CPU always runs fp32), EHRXQA_VQA_DECODE (the predictions' JPEG decoder:
+"auto", "cpu", "torch", "mixed" or "mixed:SHARE"; ``vqa.stream``), EHRXQA_VQA_BASE_URL / EHRXQA_VQA_MODEL /
 EHRXQA_VQA_API_KEY (an OpenAI-compatible vision endpoint, scored as one more module; unset = none) and
 EHRXQA_VQA_ALLOW_HOSTS (comma-separated hosts images may be sent to; default loopback only; README.md,
 Configuration; `ehrxqa` checks them at start-up: ehrxqa_pipeline.config.check_environment), and
@@ -24,6 +25,7 @@ class VqaDevice(dg.ConfigurableResource):
 
     device: str | None = None  # None: EHRXQA_VQA_DEVICE, else "auto"
     amp: bool | None = None  # None: EHRXQA_VQA_AMP != "0"
+    decode: str | None = None  # None: EHRXQA_VQA_DECODE, else "auto"
     vision_base_url: str | None = None
     vision_model: str | None = None
     vision_api_key: str | None = None
@@ -40,6 +42,10 @@ class VqaDevice(dg.ConfigurableResource):
         if self.amp is not None:
             return self.amp
         return (Environment.read().vqa_amp or "1") != "0"
+
+    def decoder(self) -> str:
+        """The predictions' JPEG decoder as set (``vqa.stream.parse_decoder``'s forms), resolved by the worker."""
+        return self.decode or Environment.read().vqa_decode or "auto"
 
     def hosts(self) -> tuple[str, ...]:
         """The allow-list (``config.allowed_hosts``): an explicit value wins and is never widened."""

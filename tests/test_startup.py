@@ -25,6 +25,8 @@ BAD = [
     ("EHRXQA_SOURCE_VERSIONS", "mimiciv=9", "mimiciv=2.2|3.0|3.1"),
     ("EHRXQA_VQA_DEVICE", "gpu", "auto, cpu, cuda or cuda:N"),
     ("EHRXQA_VQA_AMP", "off", "use 0 or 1"),
+    ("EHRXQA_VQA_DECODE", "nvjpeg", "use auto, cpu, torch, mixed or mixed:SHARE"),
+    ("EHRXQA_VQA_DECODE", "mixed:1.5", "the share of images decoded on the CPU, 0 to 1"),
     ("EHRXQA_VQA_BASE_URL", "https://vision.example.com/v1", "not on the allow-list"),
     ("EHRXQA_VQA_BASE_URL", "localhost:8000", "http(s) URL"),
     ("EHRXQA_VQA_ALLOW_HOSTS", "https://vision.example.com/v1", "no scheme or path"),

@@ -9,8 +9,9 @@ Sources: ``splits.images``, ``ingest.silver_bbox`` and the JPEGs under ``files_r
 
 With the CPU decoder, images are processed in chunks of ``chunk_images``; while the model scores one chunk,
 a background thread decodes the next (decoding itself runs in ``decode_workers`` threads). With the torch
-decoder (the default on CUDA), ``vqa.stream`` feeds batches of ``batch_size`` images: reader threads
-read the files ahead while nvJPEG decodes and the model scores on the device.
+decoder (the default on CUDA) or the mixed one, ``vqa.stream`` feeds batches of ``batch_size`` images: reader
+threads read the files ahead (and decode the mixed decoder's CPU share) while nvJPEG decodes and the model
+scores on the device.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def _relations(image_ids: pl.Series, obj: np.ndarray, vocab, prob: np.ndarray) -
 
 
 def predict(model_result, con, files_root: Path, split: str | None = "test", image_ids: list[str] | None = None,
-            batch_size: int = 256, device: str = "auto", decode_workers: int = 2, timings: dict | None = None,
+            batch_size: int = 256, device: str = "auto", decode_workers: int | None = None,
+            timings: dict | None = None,
             chunk_images: int = 2048, on_missing: str = "raise", threads: int | None = 1,
             decode: str = "auto") -> Predictions:
     """Predictions for the images of ``split`` (or exactly ``image_ids`` when given).
@@ -47,8 +49,10 @@ def predict(model_result, con, files_root: Path, split: str | None = "test", ima
     is filled with wall / decode / model seconds, images and images/s. ``on_missing``: see vqa.images.
     The model is moved to ``device`` (in place) and put in eval mode. ``threads``: torch CPU threads for the
     forward passes (see ``TrainConfig.threads``). ``decode``: ``cpu`` (PIL + OpenCV in threads, chunk by chunk),
-    ``torch`` (``vqa.stream``: reader threads read the files, nvJPEG decodes and crops on the device) or
-    ``auto`` (torch on CUDA, cpu elsewhere).
+    ``torch`` (``vqa.stream``: reader threads read the files, nvJPEG decodes and crops on the device),
+    ``mixed`` / ``mixed:SHARE`` (``vqa.stream``: both, a share on the CPU) or ``auto`` (torch on CUDA, cpu
+    elsewhere). ``decode_workers``: the threads that decode (cpu) or read (torch, mixed); None:
+    ``vqa.stream.reader_threads`` (every core but one on CUDA, else 2).
     """
     from ehrxqa_pipeline.vqa.device import torch_threads
 
@@ -60,7 +64,7 @@ def predict(model_result, con, files_root: Path, split: str | None = "test", ima
 def _predict(model_result, con, files_root, split, image_ids, batch_size, device, decode_workers, timings,
              chunk_images, on_missing, decode) -> Predictions:
     from ehrxqa_pipeline.vqa.device import resolve_device
-    from ehrxqa_pipeline.vqa.stream import resolve_decoder
+    from ehrxqa_pipeline.vqa.stream import parse_decoder, reader_threads
 
     t_start = time.perf_counter()
     dev = resolve_device(device)
@@ -73,9 +77,11 @@ def _predict(model_result, con, files_root, split, image_ids, batch_size, device
     if image_ids is not None and images.height != len(set(image_ids)):
         raise ValueError(f"predict: {len(set(image_ids)) - images.height} of {len(set(image_ids))} image_ids are "
                          f"not in splits.images")
-    if resolve_decoder(decode, dev) == "torch":
+    if decode_workers is None:
+        decode_workers = reader_threads(dev)
+    if parse_decoder(decode, dev)[0] != "cpu":
         parts = _predict_streamed(model, vocab, con, images, files_root, dev, amp, batch_size, decode_workers,
-                                  on_missing, cfg)
+                                  on_missing, cfg, decode)
     else:
         parts = _predict_chunked(model, vocab, con, images, files_root, dev, amp, batch_size, decode_workers,
                                  on_missing, cfg, chunk_images)
@@ -97,8 +103,9 @@ def _predict(model_result, con, files_root, split, image_ids, batch_size, device
 
 
 def _predict_streamed(model, vocab, con, images: pl.DataFrame, files_root: Path, dev: str, amp: bool,
-                      batch_size: int, workers: int, on_missing: str, cfg):
-    """Relation and image parts of ``images`` through ``vqa.stream`` with the torch decoder (see predict)."""
+                      batch_size: int, workers: int, on_missing: str, cfg, decode: str):
+    """Relation and image parts of ``images`` through ``vqa.stream`` with the torch or mixed decoder (see
+    predict)."""
     import torch
 
     from ehrxqa_pipeline.vqa.images import box_table
@@ -114,7 +121,7 @@ def _predict_streamed(model, vocab, con, images: pl.DataFrame, files_root: Path,
     per_image = [coords[f:f + c] for f, c in zip(first, counts)]
     rel_parts, img_parts, missing, decode_s, model_s = [], [], [], 0.0, 0.0
     geom_t, obj_t = torch.from_numpy(geom).to(dev), torch.from_numpy(np.array(obj, np.int64)).to(dev)
-    for batch in stream(paths, per_image, dev, "torch", batch_size, workers, crop_size=cfg.crop_size,
+    for batch in stream(paths, per_image, dev, decode, batch_size, workers, crop_size=cfg.crop_size,
                         thumb_size=cfg.thumb_size, on_missing=on_missing):
         decode_s += batch.decode_seconds
         missing += batch.missing

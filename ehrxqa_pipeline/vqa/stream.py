@@ -5,12 +5,19 @@ missing in ``report`` mode): their crops (one per box, image by image, in box or
 texture maps as uint8 tensors on the device.
 Source: JPEG paths and each image's usable boxes in JPEG pixels (``vqa.images.box_table``).
 
-Two decoders, one loop:
+Three decoders, one loop:
 - ``cpu``: reader threads decode and crop (``vqa.jpeg.decode_one``: PIL draft mode + OpenCV, which release
   the GIL), the path the build uses on a machine without a GPU; the loop only stacks the results.
 - ``torch``: reader threads only read the files' bytes; the loop decodes each batch with
   ``torchvision.io.decode_jpeg`` on the device (nvJPEG on CUDA, batched) and cuts crops there
   (``vqa.decode.cut``). On a machine without CUDA the same code runs on the CPU, which is how it is tested.
+- ``mixed`` (``mixed:SHARE``): both at once, for when neither alone keeps up with the model: the reader
+  threads decode a fixed share of each batch's images on the CPU (image k when floor((k+1) * share) >
+  floor(k * share), so which image takes which path depends on its position alone, never on timing) and read
+  the others' bytes for the device's decoder; the batch comes out in input order as from the other two.
+  ``cpu`` and ``torch`` are its shares 1 and 0. Measured on one H200 with 16 cores (2026-11-30, full-size
+  films; docs/benchmarks.md): nvJPEG alone 1,270 images/s, the host's 15 reader threads 325, end to end
+  torch 775-957 and mixed:0.3 862-894.
 
 ``workers`` threads read at most ``prefetch`` batches ahead of the one being used, so memory is flat in the
 number of images. Threads, not DataLoader worker processes: a worker process must start (forkserver or
@@ -23,6 +30,8 @@ or Dagster here: the out-of-process VQA worker imports this module.
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -35,7 +44,9 @@ import torch
 
 from ehrxqa_pipeline.vqa.jpeg import ImageDecodeError, decode_one
 
-DECODERS = ("cpu", "torch")
+DECODERS = ("cpu", "torch", "mixed")
+SHARES = {"cpu": 1.0, "torch": 0.0}  # the mixed decoder's CPU share that each plain decoder is
+MIXED_SHARE = 0.3  # ``mixed`` alone: the best share measured on the one GPU machine tried (see the module doc)
 
 
 @dataclass
@@ -52,28 +63,59 @@ class Batch:
 
 
 def resolve_decoder(decode: str, device: str) -> str:
-    """``auto`` -> ``torch`` on CUDA (nvJPEG), ``cpu`` elsewhere; ``cpu`` and ``torch`` are honoured."""
+    """``auto`` -> ``torch`` on CUDA (nvJPEG), ``cpu`` elsewhere; ``cpu``, ``torch`` and ``mixed`` are honoured."""
     if decode == "auto":
         return "torch" if str(device).startswith("cuda") else "cpu"
     if decode not in DECODERS:
-        raise ValueError(f"unknown JPEG decoder {decode!r}: use auto, cpu or torch")
+        raise ValueError(f"unknown JPEG decoder {decode!r}: use auto, cpu, torch or mixed")
     return decode
 
 
-class _Images:
-    """``read(k)`` = (k, payload, seconds); payload = the bytes (torch) or decode_one's output (cpu); None =
-    missing (or undecodable, cpu) in ``report`` mode."""
+def parse_decoder(decode: str, device: str) -> tuple[str, float]:
+    """(decoder, share of the images decoded on the CPU) of ``auto``, ``cpu``, ``torch``, ``mixed`` or
+    ``mixed:SHARE`` (0 <= SHARE <= 1) on ``device``."""
+    name, colon, value = decode.partition(":")
+    decoder = resolve_decoder(name, device)
+    if colon and decoder != "mixed":
+        raise ValueError(f"JPEG decoder {decode!r}: only mixed takes a share (mixed:SHARE)")
+    try:
+        share = SHARES.get(decoder, float(value) if colon else MIXED_SHARE)
+    except ValueError:
+        share = -1.0
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"JPEG decoder {decode!r}: the share decoded on the CPU must be between 0 and 1")
+    return decoder, share
 
-    def __init__(self, paths: Sequence[Path], boxes: Sequence[np.ndarray], decoder: str, crop_size: int,
+
+def reader_threads(device: str) -> int:
+    """Default reader threads: on CUDA every core but the one feeding the device (the threads are the device's
+    supply of bytes, and the CPU share's decoders); elsewhere 2, beside torch's own threads."""
+    if not str(device).startswith("cuda"):
+        return 2
+    return max(2, len(os.sched_getaffinity(0)) - 1)
+
+
+def on_cpu(k: int, share: float) -> bool:
+    """Whether the mixed decoder decodes image ``k`` (its position in the stream) on the CPU: a share
+    ``share`` of the images, spread evenly (share 1: all of them, 0: none)."""
+    return math.floor((k + 1) * share) > math.floor(k * share)
+
+
+class _Images:
+    """``read(k)`` = (k, payload, seconds); payload = decode_one's output (thumbnail + texture, crops) for an
+    image decoded on the CPU, the file's bytes (a tensor) for one the device decodes; None = missing (or
+    undecodable, on the CPU) in ``report`` mode."""
+
+    def __init__(self, paths: Sequence[Path], boxes: Sequence[np.ndarray], cpu_share: float, crop_size: int,
                  thumb_size: int, pad: float, min_side: int, on_missing: str):
-        self.paths, self.boxes, self.decoder, self.on_missing = list(paths), list(boxes), decoder, on_missing
+        self.paths, self.boxes, self.cpu_share, self.on_missing = list(paths), list(boxes), cpu_share, on_missing
         self.args = (crop_size, thumb_size, pad, min_side)
 
     def read(self, k: int):
         from ehrxqa_pipeline.vqa.decode import read_jpeg
 
         t0 = time.perf_counter()
-        if self.decoder == "cpu":
+        if on_cpu(k, self.cpu_share):
             out = decode_one(self.paths[k], self.boxes[k], *self.args, on_missing=self.on_missing)
         else:
             try:
@@ -123,35 +165,63 @@ def stream(paths: Sequence[Path], boxes: Sequence[np.ndarray], device: str = "cp
            pad: float = 0.05, min_side: int = 512, on_missing: str = "raise") -> Iterator[Batch]:
     """Batches of ``paths`` (with ``boxes[i]``: (k_i, 4) JPEG-pixel boxes) in input order; see the module doc.
 
-    A missing or undecodable JPEG raises ``ImageDecodeError`` naming it, or with ``on_missing="report"`` is
-    left out of its batch and listed in ``Batch.missing``.
+    ``decode``: see ``parse_decoder``. A missing or undecodable JPEG raises ``ImageDecodeError`` naming it, or
+    with ``on_missing="report"`` is left out of its batch and listed in ``Batch.missing``.
     """
-    from ehrxqa_pipeline.vqa.decode import cut, decode_gray
-
     if on_missing not in ("raise", "report"):
         raise ValueError(f"on_missing must be 'raise' or 'report', not {on_missing!r}")
     if len(paths) != len(boxes):
         raise ValueError(f"stream: {len(paths)} paths but {len(boxes)} box arrays")
-    decoder = resolve_decoder(decode, device)
-    data = _Images(paths, boxes, decoder, crop_size, thumb_size, pad, min_side, on_missing)
+    _, share = parse_decoder(decode, device)
+    data = _Images(paths, boxes, share, crop_size, thumb_size, pad, min_side, on_missing)
     for items in _read_ahead(data.read, len(data.paths), max(1, batch_images), workers, max(1, prefetch)):
-        missing = [str(data.paths[k]) for k, out, _ in items if out is None]
-        kept = [(k, out, s) for k, out, s in items if out is not None]
-        seconds = float(sum(s for _, _, s in kept))
-        if decoder == "cpu":
-            rows = np.array([k for k, _, _ in kept], np.int64)
-            thumbs = np.stack([o[0] for _, o, _ in kept]) if kept else np.zeros((0, 2, thumb_size, thumb_size),
-                                                                                   np.uint8)
-            crops = np.concatenate([o[1] for _, o, _ in kept] or [np.zeros((0, crop_size, crop_size), np.uint8)])
-            t = torch.from_numpy(thumbs).to(device)
-            yield Batch(rows, torch.from_numpy(crops).to(device), data.crop_image(rows), t[:, 0], t[:, 1], missing,
-                        seconds)
-            continue
+        yield _assemble(data, items, device)
+
+
+def _assemble(data: _Images, items: list, device: str) -> Batch:
+    """One batch from its reads: the CPU-decoded images stacked, the others decoded and cut on the device,
+    all in input order."""
+    from ehrxqa_pipeline.vqa.decode import cut, decode_gray
+
+    crop_size, thumb_size, pad, min_side = data.args
+    missing = [str(data.paths[k]) for k, out, _ in items if out is None]
+    kept = [(k, out, s) for k, out, s in items if out is not None]
+    seconds = float(sum(s for _, _, s in kept))
+    on_host = [(k, out) for k, out, _ in kept if not isinstance(out, torch.Tensor)]
+    raw = [(k, out) for k, out, _ in kept if isinstance(out, torch.Tensor)]
+    parts = []  # (rows, crops, thumbs, texture) of each path, on the device
+    if on_host:
+        thumbs = torch.from_numpy(np.stack([o[0] for _, o in on_host])).to(device)
+        parts.append((np.array([k for k, _ in on_host], np.int64),
+                      torch.from_numpy(np.concatenate([o[1] for _, o in on_host])).to(device), thumbs[:, 0],
+                      thumbs[:, 1]))
+    if raw:
         t0 = time.perf_counter()
-        decoded = decode_gray([o for _, o, _ in kept], device, [str(data.paths[k]) for k, _, _ in kept],
-                              skip_bad=on_missing == "report")
-        missing += [str(data.paths[k]) for (k, _, _), img in zip(kept, decoded) if img is None]
-        rows = np.array([k for (k, _, _), img in zip(kept, decoded) if img is not None], np.int64)
-        crops, thumbs, texture = cut([img for img in decoded if img is not None], [data.boxes[k] for k in rows],
-                                     crop_size, thumb_size, pad, min_side)
-        yield Batch(rows, crops, data.crop_image(rows), thumbs, texture, missing, seconds + time.perf_counter() - t0)
+        decoded = decode_gray([o for _, o in raw], device, [str(data.paths[k]) for k, _ in raw],
+                              skip_bad=data.on_missing == "report")
+        missing += [str(data.paths[k]) for (k, _), img in zip(raw, decoded) if img is None]
+        rows = np.array([k for (k, _), img in zip(raw, decoded) if img is not None], np.int64)
+        parts.append((rows, *cut([img for img in decoded if img is not None], [data.boxes[k] for k in rows],
+                                 crop_size, thumb_size, pad, min_side)))
+        seconds += time.perf_counter() - t0
+    parts = [p for p in parts if len(p[0])]
+    if not parts:
+        empty = torch.zeros((0, thumb_size, thumb_size), dtype=torch.uint8, device=device)
+        return Batch(np.zeros(0, np.int64), torch.zeros((0, crop_size, crop_size), dtype=torch.uint8, device=device),
+                     np.zeros(0, np.int64), empty, empty.clone(), missing, seconds)
+    rows, crops, thumbs, texture = parts[0] if len(parts) == 1 else _in_input_order(data, parts)
+    return Batch(rows, crops, data.crop_image(rows), thumbs, texture, missing, seconds)
+
+
+def _in_input_order(data: _Images, parts: list) -> tuple:
+    """The parts' images merged back into input order, each image's crops moving with it."""
+    rows = np.concatenate([p[0] for p in parts])
+    order = np.argsort(rows, kind="stable")
+    counts = np.array([len(data.boxes[k]) for k in rows], np.int64)
+    starts = np.cumsum(counts) - counts  # where each image's crops begin in the parts' concatenation
+    n = counts[order]
+    crop_order = np.repeat(starts[order] - (np.cumsum(n) - n), n) + np.arange(n.sum())
+    crops, thumbs, texture = (torch.cat([p[i] for p in parts]) for i in (1, 2, 3))
+    device = crops.device
+    at, crop_at = torch.from_numpy(order).to(device), torch.from_numpy(crop_order).to(device)
+    return rows[order], crops[crop_at], thumbs[at], texture[at]

@@ -103,7 +103,8 @@ def _predict_into(con, task: dict, model, device: str, ids: list[str], out: Path
     from ehrxqa_pipeline.vqa.infer import predict as run
 
     timings: dict = {}
-    preds = run(model, con, Path(task["files_root"]), split=None, image_ids=ids, device=device, timings=timings)
+    preds = run(model, con, Path(task["files_root"]), split=None, image_ids=ids, device=device, timings=timings,
+                decode=task.get("decode", "auto"))
     preds.relations.write_parquet(out / f"{prefix}relations.parquet")
     preds.images.write_parquet(out / f"{prefix}images.parquet")
     return {k: v for k, v in timings.items() if k != "missing"}

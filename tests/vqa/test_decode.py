@@ -108,6 +108,35 @@ def test_stream_cpu_decoder_equals_decode_crops_in_order(tmp_path, workers):
     assert batches[0].crop_image.tolist() == [0] * 36 + [1] * 36 and all(b.decode_seconds > 0 for b in batches)
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stream_mixed_decoder_takes_each_image_from_its_path_in_input_order(tmp_path, workers):
+    import torch
+
+    from ehrxqa_pipeline.vqa.stream import MIXED_SHARE, on_cpu, parse_decoder, stream
+
+    con, items = _mini_warehouse(tmp_path, {"a": [], "b": [("left lung", "pleural effusion")], "c": [], "d": [],
+                                            "e": []})
+    paths, boxes = _stream_inputs(con, items, tmp_path)
+    boxes[3] = boxes[3][:5]  # images with different numbers of crops, so a crop moved to another image shows
+    whole = {d: next(stream(paths, boxes, decode=d, batch_images=5, workers=0)) for d in ("cpu", "torch")}
+    assert [on_cpu(k, 0.4) for k in range(5)] == [False, False, True, False, True]
+    got = list(stream(paths, boxes, decode="mixed:0.4", batch_images=3, workers=workers))
+    assert [b.rows.tolist() for b in got] == [[0, 1, 2], [3, 4]]
+    crops, thumbs, texture = (torch.cat([getattr(b, n) for b in got]) for n in ("crops", "thumbs", "texture"))
+    at = np.cumsum([0] + [len(b) for b in boxes])
+    for k in range(5):
+        want = whole["cpu" if on_cpu(k, 0.4) else "torch"]
+        assert torch.equal(crops[at[k]:at[k + 1]], want.crops[at[k]:at[k + 1]]), k
+        assert torch.equal(thumbs[k], want.thumbs[k]) and torch.equal(texture[k], want.texture[k]), k
+    assert not torch.equal(whole["cpu"].thumbs[2], whole["torch"].thumbs[2])  # the two paths do differ here
+    assert got[1].crop_image.tolist() == [0] * 5 + [1] * 36
+    for bad, why in (("mixed:1.5", "between 0 and 1"), ("mixed:half", "between 0 and 1"),
+                     ("torch:0.5", "only mixed takes a share")):
+        with pytest.raises(ValueError, match=why):
+            next(stream(paths, boxes, decode=bad))
+    assert parse_decoder("mixed", "cuda") == ("mixed", MIXED_SHARE) and parse_decoder("auto", "cpu") == ("cpu", 1.0)
+
+
 def test_stream_reads_lazily_and_reports_missing(tmp_path, monkeypatch):
     from ehrxqa_pipeline.vqa import stream as vstream
 
@@ -127,7 +156,7 @@ def test_stream_reads_lazily_and_reports_missing(tmp_path, monkeypatch):
     with pytest.raises(ImageDecodeError, match="not found"):
         list(vstream.stream(paths, boxes, decode="cpu", batch_images=1, workers=2))  # raised in a reader thread
     paths[1].write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")  # and one that does not decode
-    for decode in ("cpu", "torch"):
+    for decode in ("cpu", "torch", "mixed"):
         with pytest.raises(ImageDecodeError, match="cannot decode"):  # (the torch path reads all files first)
             list(vstream.stream(paths[:2], boxes[:2], decode=decode, workers=0))
         got = list(vstream.stream(paths, boxes, decode=decode, batch_images=2, workers=0, on_missing="report"))
