@@ -103,7 +103,8 @@ class ReferenceModelConfig(dg.Config):
     lr: float = Field(default=3e-3, description="Adam learning rate")
     crop_size: int = Field(default=32, description="side of an object crop in pixels")
     max_images: int | None = Field(default=None, description="train on at most this many silver-train images")
-    decode_workers: int = Field(default=2, description="threads decoding JPEGs")
+    decode_workers: int | None = Field(default=None, description="threads decoding JPEGs into the training store; "
+                                       "unset: every core but one, at least 2")
 
 
 class ScoringConfig(dg.Config):

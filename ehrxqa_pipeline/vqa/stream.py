@@ -31,7 +31,6 @@ or Dagster here: the out-of-process VQA worker imports this module.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -42,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ehrxqa_pipeline.vqa.jpeg import ImageDecodeError, decode_one
+from ehrxqa_pipeline.vqa.jpeg import ImageDecodeError, decode_one, host_threads
 
 DECODERS = ("cpu", "torch", "mixed")
 SHARES = {"cpu": 1.0, "torch": 0.0}  # the mixed decoder's CPU share that each plain decoder is
@@ -88,11 +87,9 @@ def parse_decoder(decode: str, device: str) -> tuple[str, float]:
 
 
 def reader_threads(device: str) -> int:
-    """Default reader threads: on CUDA every core but the one feeding the device (the threads are the device's
-    supply of bytes, and the CPU share's decoders); elsewhere 2, beside torch's own threads."""
-    if not str(device).startswith("cuda"):
-        return 2
-    return max(2, len(os.sched_getaffinity(0)) - 1)
+    """Default reader threads: on CUDA every core but the one feeding the device (``jpeg.host_threads``: the
+    threads are the device's supply of bytes, and the CPU share's decoders); elsewhere 2, beside torch's own."""
+    return host_threads() if str(device).startswith("cuda") else 2
 
 
 def on_cpu(k: int, share: float) -> bool:

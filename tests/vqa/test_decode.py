@@ -190,3 +190,13 @@ def test_stream_threads_read_a_bounded_number_of_batches_ahead(tmp_path, monkeyp
     assert 4 <= len(seen) <= 6  # the batch in hand, the one read ahead, and the one submitted as it was taken
     rest = [b.rows.tolist() for b in it]
     assert rest == [[2, 3], [4, 5], [6, 7]] and sorted(seen) == list("abcdefgh")
+
+
+def test_decoding_threads_are_every_core_but_one_and_reading_threads_so_on_cuda_only(monkeypatch):
+    from ehrxqa_pipeline.vqa import jpeg
+    from ehrxqa_pipeline.vqa.stream import reader_threads
+
+    for cores, threads in ((16, 15), (2, 2), (1, 2)):
+        monkeypatch.setattr(jpeg.os, "sched_getaffinity", lambda pid, n=cores: set(range(n)))
+        assert jpeg.host_threads() == threads
+        assert reader_threads("cuda:0") == threads and reader_threads("cpu") == 2
