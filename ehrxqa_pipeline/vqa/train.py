@@ -52,7 +52,8 @@ class TrainConfig:
     """Cap on training images (a fixed hash-ordered sample of the split); None = all."""
     decode_workers: int | None = None
     """Threads decoding JPEGs into the training store (before any training step); None: ``jpeg.host_threads``
-    (every core but one, at least 2: 2 threads left a 16-core GPU machine decoding 44 full-size films/s)."""
+    (every core but one, at least 2: 2 threads would leave the 16-core GPU machine near 44 full-size films/s,
+    at the 22 a core measured there)."""
     device: str = "auto"
     """auto | cpu | cuda | cuda:N (see vqa.device.resolve_device; EHRXQA_VQA_DEVICE in the resource)."""
     amp: bool = True
