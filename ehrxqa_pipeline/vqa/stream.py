@@ -57,8 +57,9 @@ class Batch:
     thumbs: torch.Tensor  # (M, t, t) uint8
     texture: torch.Tensor  # (M, t, t) uint8
     missing: list[str] = field(default_factory=list)
-    decode_seconds: float = 0.0  # worker seconds (cpu), or main-process seconds (torch: on CUDA the kernels
-    # run asynchronously, so this is the time to issue them; synchronize to time the device)
+    decode_seconds: float = 0.0  # the reader threads' seconds (reading, and decoding on the CPU) plus the main
+    # process's for the device's share (on CUDA the kernels run asynchronously, so that is the time to issue
+    # them; synchronize to time the device)
 
 
 def resolve_decoder(decode: str, device: str) -> str:
