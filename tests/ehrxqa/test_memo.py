@@ -1,6 +1,6 @@
-"""The table templates' work kept between builds (questions/ehrxqa/memo.py): a changed answer sheet re-draws and
-re-checks only the image templates' items, a changed database or a damaged memo everything, and the result is
-always the one a fresh run gives."""
+"""The work kept between builds (questions/ehrxqa/memo.py): a changed answer sheet re-draws only the image
+templates' items, a changed database or a damaged memo everything; the check runs again only the templates whose
+items, or the tables their queries name, changed; and the result is always the one a fresh run gives."""
 
 from __future__ import annotations
 
@@ -112,29 +112,39 @@ def checked(monkeypatch) -> list[tuple[int, bool]]:
     return calls
 
 
-def test_the_check_runs_table_items_once_per_database_and_items(files, checked, tmp_path):
+def test_the_check_runs_a_templates_items_again_only_when_they_or_the_tables_they_name_change(files, checked,
+                                                                                             tmp_path):
     memo = tmp_path / "check.json"
     frame = stored_frame(_sample(files))
     assert check_stored(frame, {"gold": files}, memo=memo) == [] and checked == [(frame.height, False)]
     checked.clear()
     log = []
     assert check_stored(frame, {"gold": files}, memo=memo, log=log.append) == [] and checked == []
-    assert log == [f"{frame.height} table items of the gold database passed on this database before"]
+    assert log == [f"{frame.height} items of {len(TABLE)} templates of the gold database passed before on the same "
+                   "tables"]
 
-    row = frame.row(0, named=True)  # a stale answer is other items: run, and found
+    row = frame.row(0, named=True)  # a stale answer is other items: its template's run, and it is found
     tampered = frame.with_columns(answer=pl.when(pl.col("id") == row["id"]).then(pl.lit("[12345]"))
                                   .otherwise(pl.col("answer")))
+    of_template = frame.filter(pl.col("template_index") == row["template_index"]).height
     bad = check_stored(tampered, {"gold": files}, memo=memo)
-    assert [m.question for m in bad] == [row["question"]] and checked == [(frame.height, False)]
+    assert [m.question for m in bad] == [row["question"]] and checked == [(of_template, False)]
     checked.clear()
     assert len(check_stored(tampered, {"gold": files}, memo=memo)) == 1 and checked  # a failure is not kept
 
-    with sqlite3.connect(files.database) as c:  # the same items on an edited database: run again
+    with sqlite3.connect(files.database) as c:  # the same content in an edited file: nothing runs again
         c.execute("UPDATE patients SET gender = gender")
         c.execute("CREATE TABLE edited (x)")
     checked.clear()
-    check_stored(frame, {"gold": files}, memo=memo)
-    assert checked == [(frame.height, False)]
+    assert check_stored(frame, {"gold": files}, memo=memo) == [] and checked == []
+
+    with sqlite3.connect(files.database) as c:  # patients edited: the templates that name it, and what changed
+        c.execute("UPDATE patients SET gender = CASE gender WHEN 'm' THEN 'f' ELSE 'm' END")
+    naming = frame.filter(pl.col("gold_sql").str.contains("(?i)\\bpatients\\b"))
+    assert sorted(set(naming["template_index"])) == [6, 7]  # sex (answers flip) and date of birth (kept)
+    checked.clear()
+    bad = check_stored(frame, {"gold": files}, memo=memo)
+    assert checked == [(naming.height, False)] and {m.index for m in bad} == {6} and len(bad) == 2
 
 
 def test_a_table_item_that_asks_an_image_question_fails_the_check(files):
@@ -188,3 +198,16 @@ def test_a_process_keeps_its_connection_and_what_it_made_while_the_files_stay(fi
     files.answer_sheet.unlink()
     with pytest.raises(FileNotFoundError, match="EHRXQA answer sheet not found: .*tb_cxr_plus.db. Materialize"):
         sampling.kept_open(files, answer_sheet=True)
+
+
+def test_the_tables_a_templates_queries_name_are_found_as_words_in_any_case():
+    from ehrxqa_pipeline.questions.ehrxqa.memo import tables_named
+
+    items = pl.DataFrame({"template_index": [1, 1, 2, 3],
+                          "gold_sql": ["SELECT * FROM Admissions a JOIN d_labitems USING (itemid)", "SELECT 1",
+                                       "SELECT count(*) FROM patientsx", "SELECT 'patients' FROM cost"],
+                          "neural_sql": ["SELECT 1", "select valuenum from LABEVENTS", "SELECT 1", "SELECT 1"]})
+    tables = ["admissions", "d_labitems", "labevents", "patients", "cost"]
+    assert tables_named(items, tables) == {1: ["admissions", "d_labitems", "labevents"],
+                                           3: ["cost", "patients"]}  # a name in a string counts: it only redoes more
+    assert tables_named(items, []) == {} and tables_named(items.clear(), tables) == {}

@@ -1,7 +1,13 @@
-"""The table templates' work kept between builds, so that a label edit redoes only what reads labels (issue 23).
+"""Work kept between builds, so that an edit redoes only what reads what it changed (issue 23).
 
 Used by EHRXQA sampling and its consistency check (``sampling.sample_database``, ``records.check_stored``) and by
 the scores' table items (``vqa.evaluate.table_scores``, whose code digest adds ``vqa/``).
+
+The check keeps, per database and template, that the template's items passed, under the digest of the items, the
+content of each table their queries name (``table_digests``, ``tables_named``) and, for image templates, the
+answer sheet's file: an EHR table edit re-checks the templates that name the table (a lab edit at full scale: 21
+of 417), a label edit the image templates. Sampling and the scores' table items are kept by database file, as
+below.
 
 A table template (scopes TABLE-*) reads the database's MIMIC-IV tables and nothing of TB_CXR_PLUS: sampling and
 the consistency check run its items on a connection without the answer sheet attached (and, in the check,
@@ -21,10 +27,16 @@ entry rewrites the file atomically (one that keeps what is there writes nothing)
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import re
 import sqlite3
+from collections.abc import Iterable
+from contextlib import closing
 from importlib import metadata
 from pathlib import Path
+
+import polars as pl
 
 from ehrxqa_pipeline.atomic import read_json_object, write_text
 from ehrxqa_pipeline.hashing import bytes_digest, combine, file_digest
@@ -50,6 +62,35 @@ def query_key(query: str) -> str:
     return bytes_digest(query.encode())[:32]
 
 
+def table_digests(database: Path) -> dict[str, str]:
+    """Each table of a SQLite database file -> the digest of its definition and rows (in rowid order): what an item
+    that reads the table depends on (0.2 s for the full-scale silver database's 160,000 rows)."""
+    digests = {}
+    with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as con:
+        for name, sql in con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name"):
+            h = hashlib.blake2b(sql.encode(), digest_size=16)
+            rows = con.execute(f'SELECT * FROM "{name}" ORDER BY rowid')
+            while chunk := rows.fetchmany(10_000):
+                h.update(repr(chunk).encode())
+            digests[name.lower()] = h.hexdigest()
+    return digests
+
+
+def tables_named(items: pl.DataFrame, tables: Iterable[str]) -> dict[int, list[str]]:
+    """Template index -> the ``tables`` (sorted) whose name appears as a word in its ``items``' gold SQL or NeuralSQL:
+    every table a query reads, and perhaps one it only names (in a string, say), which makes a memo redo more,
+    never less (0.2 s for the full-scale silver items' 65,780 queries)."""
+    names = sorted(tables, key=len, reverse=True)
+    if not names or items.is_empty():
+        return {}
+    word = r"(?i)\b(?:" + "|".join(re.escape(n) for n in names) + r")\b"
+    found = (items.select("template_index", q=pl.concat_list("gold_sql", "neural_sql")).explode("q")
+             .select("template_index", name=pl.col("q").str.extract_all(word)).explode("name").drop_nulls()
+             .select("template_index", pl.col("name").str.to_lowercase()).unique()
+             .group_by("template_index").agg(pl.col("name").sort()))
+    return dict(zip(found["template_index"].to_list(), found["name"].to_list()))
+
+
 def table_scope(scope: str) -> bool:
     """Whether a template of ``scope`` reads the MIMIC-IV tables only (never TB_CXR_PLUS)."""
     return scope.startswith("TABLE")
@@ -63,9 +104,11 @@ class ResultMemo:
         self._changed = False
 
     @staticmethod
-    def inputs(database: Path, *arguments, code: tuple[str, ...] = ()) -> str:
-        """The digest of a database file's content, the code (``code_digest(code)``) and JSON-able ``arguments``."""
-        return combine(code_digest(code), file_digest(database), json.dumps(arguments, sort_keys=True, default=str))
+    def inputs(database: Path | None, *arguments, code: tuple[str, ...] = ()) -> str:
+        """The digest of a database file's content (None: no file), the code (``code_digest(code)``) and JSON-able
+        ``arguments``."""
+        return combine(code_digest(code), file_digest(database) if database is not None else "",
+                       json.dumps(arguments, sort_keys=True, default=str))
 
     def get(self, name: str, inputs: str):
         """The value put under ``name`` from ``inputs``; None when there is none or it was made from others."""

@@ -30,7 +30,7 @@ from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.hashing import file_digest
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, Mismatch, check_items
 from ehrxqa_pipeline.questions.ehrxqa.item import RESOLVED_KEYS
-from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo, query_key, table_scope
+from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo, query_key, table_digests, table_scope, tables_named
 from ehrxqa_pipeline.questions.ehrxqa.sampling import SPLITS, DatabaseFiles, Sample, kept_open, run_parallel
 from ehrxqa_pipeline.questions.ehrxqa.stats import modality, scope_axes
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
@@ -224,8 +224,9 @@ def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], wo
     which each process parses once (``neuralsql.parser``), so a shape is parsed in one process, not in each.
     Table items run in chunks of their own, on the database without its answer sheet and with no VQA module.
     ``parse_store``: the file of a ``ParseStore`` that the processes share (the NeuralSQL parses).
-    ``memo``: a JSON file (EHRXQA_HOME/cache) that keeps, per database, that its table items passed: the same
-    items on the same database file with the same code are not run again (``memo.ResultMemo``).
+    ``memo``: a JSON file (EHRXQA_HOME/cache) that keeps, per database and template, that its items passed
+    (``_templates``): the same items, whose queries name the same tables with the same content (and, for
+    image items, the same answer sheet), with the same code, are not run again.
     ``oracle_runs``: a JSON file where each database's image items' NeuralSQL runs with the oracle are kept by
     query (``oracle_runs_inputs``): the scores' oracle takes them from there instead of running them again."""
     _require_columns(frame, "ehrxqa.questions")
@@ -233,19 +234,25 @@ def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], wo
     unknown = sorted({r["database"] for r in rows} - set(databases))
     if unknown:
         raise ValueError(f"ehrxqa.questions: items from databases {unknown} but no database files for them")
-    table_memo, passed = ResultMemo(memo), {}  # database -> (inputs, count) of its table items when they run here
+    kept = ResultMemo(memo)
     chunks = max(1, workers) * (PROGRESS_CHUNKS if log else 1)
     jobs, sides = [], []  # sides[k]: (database, images) of jobs[k]
+    planned = {}  # (database, template) -> (inputs, items, image template?) of the templates run here
+    runs: dict[str, dict] = {name: {} for name in databases}  # each database's image items' runs, by query key
     for name, files in databases.items():
+        templates = _templates(kept, name, files, [r for r in rows if r["database"] == name],
+                               frame.filter(pl.col("database") == name))
+        for t, (inputs, items, images, before) in templates.items():
+            if before is not None:
+                runs[name].update(before.get("runs", {}))
+            else:
+                planned[(name, t)] = (inputs, items, images)
+        if log and (passed := [t for t in templates.values() if t[3] is not None]):
+            log(f"{sum(len(t[1]) for t in passed):,} items of {len(passed)} templates of the {name} database passed "
+                "before on the same tables")
         for images in (False, True):
-            part = [r for r in rows if r["database"] == name and table_scope(r["scope"]) != images]
-            if not images and part and table_memo.path is not None:
-                inputs = table_memo.inputs(files.database, [[r[c] for c in _CHECKED] for r in part])
-                if table_memo.get(f"{name}/table_items", inputs) == len(part):
-                    if log:
-                        log(f"{len(part):,} table items of the {name} database passed on this database before")
-                    continue
-                passed[name] = (inputs, len(part))
+            part = [r for (db, _), (_, items, image) in planned.items() if db == name and image == images
+                    for r in items]
             for chunk in _equal_parts(part, chunks):
                 if chunk:
                     jobs.append((files, chunk, parse_store, images))
@@ -258,18 +265,46 @@ def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], wo
         log(f"{checked:,} of {len(rows):,} items checked, {len(result[0])} mismatches in chunk {k + 1} of "
             f"{len(jobs)}")
     results = run_parallel(_check_chunk, jobs, workers, done if log else None)
-    for name, (inputs, count) in passed.items():
-        if not any(found for side, (found, _) in zip(sides, results) if side == (name, False)):
-            table_memo.put(f"{name}/table_items", inputs, count)
+    failed = {(name, m.index) for (name, _), (found, _) in zip(sides, results) for m in found}
+    for (name, images), (_, part) in zip(sides, results):
+        if images:
+            runs[name].update({query_key(q): run for q, run in part.items()})
+    for (name, t), (inputs, items, images) in planned.items():
+        if (name, t) not in failed:  # passed: kept, with the image items' runs for the next check to hand on
+            keys = {query_key(r["neural_sql"]) for r in items} if images and oracle_runs is not None else set()
+            kept.put(f"{name}/{t}", inputs, {"items": len(items), "runs": {k: runs[name][k] for k in sorted(keys)
+                                                                          if k in runs[name]}}, save=False)
+    kept.save()
     if oracle_runs is not None:
-        kept = ResultMemo(oracle_runs)
+        out = ResultMemo(oracle_runs)
         for name, files in databases.items():
-            parts = [runs for side, (_, runs) in zip(sides, results) if side == (name, True)]
-            if parts:
-                kept.put(f"{name}/oracle_runs", oracle_runs_inputs(files),
-                         {query_key(q): run for part in parts for q, run in part.items()}, save=False)
-        kept.save()
+            if runs[name]:
+                out.put(f"{name}/oracle_runs", oracle_runs_inputs(files), runs[name], save=False)
+        out.save()
     return [m for found, _ in results for m in found]
+
+
+def _templates(kept: ResultMemo, name: str, files: DatabaseFiles, rows: list[dict], items: pl.DataFrame
+               ) -> dict[int, tuple]:
+    """Template -> (inputs, its items, image template?, what ``kept`` holds for it when its items passed before
+    on the same inputs, else None) of one database's items. The inputs: the code, the items' queries and answers,
+    the content of every table their queries name (``memo.tables_named``) and, for image templates, the answer
+    sheet's file."""
+    by_template: dict[int, list[dict]] = {}
+    for r in rows:
+        by_template.setdefault(r["template_index"], []).append(r)
+    digests = table_digests(files.database) if kept.path is not None and rows else {}
+    sheet = file_digest(files.answer_sheet) if digests else ""
+    named = tables_named(items, digests)
+    out = {}
+    for t, group in by_template.items():
+        images = not table_scope(group[0]["scope"])
+        inputs = ResultMemo.inputs(None, {n: digests[n] for n in named.get(t, ())}, sheet if images else "",
+                                   [[r[c] for c in _CHECKED] for r in group])
+        before = kept.get(f"{name}/{t}", inputs)
+        out[t] = (inputs, group, images, before if isinstance(before, dict) and before.get("items") == len(group)
+                  else None)
+    return out
 
 
 def oracle_runs_inputs(files: DatabaseFiles) -> str:
