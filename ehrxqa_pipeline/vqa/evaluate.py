@@ -17,8 +17,8 @@ and ``vision`` (an OpenAI-compatible endpoint, when one is configured).
   outcome is shared by every module (same result, a fifth of the time), and kept between builds while the gold
   database, the items and the code are unchanged (``table_scores``); so are the image items' first passes
   within a build, which no module's answer reaches yet (``scoring.first_pass_pairs``). Each module's run of each
-  image item's query is kept between builds too, while the gold database, the code and what the module answers
-  from (``_module_inputs``: for the oracle the answer sheet, for the priors the MIMIC-CXR-VQA train and valid
+  image item's query is kept between builds too, while the query, the content of the gold database's tables it
+  names (``_run_keys``), the code and what the module answers from (``_module_inputs``: for the oracle the answer sheet, for the priors the MIMIC-CXR-VQA train and valid
   questions, for a trained model its decided predictions) are unchanged: a gold label edit changes the answer
   sheet, so the oracle runs every query again and the other modules only the queries of new items, and each
   item's outcome is decided again against its answer now.
@@ -39,7 +39,7 @@ from pathlib import Path
 import polars as pl
 
 from ehrxqa_pipeline.hashing import combine, file_digest, frame_digest
-from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo, code_digest, query_key
+from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo, code_digest, query_key, table_digests, tables_named
 from ehrxqa_pipeline.questions.ehrxqa.records import oracle_runs_inputs
 from ehrxqa_pipeline.questions.ehrxqa.sampling import DatabaseFiles
 from ehrxqa_pipeline.questions.neuralsql import OracleModule
@@ -120,6 +120,17 @@ def _fitted_priors(fit: pl.DataFrame, pairs: pl.DataFrame, memo: ResultMemo, fit
     if inputs:
         memo.put("priors", inputs, priors_state(fitted), save=False)
     return fitted
+
+
+def _run_keys(x: EvaluationInputs, items: pl.DataFrame, query_keys: Mapping[str, str]) -> dict[str, str]:
+    """Each image query -> the key its runs are kept under: its text and the content of the gold database's tables
+    it names (``memo.tables_named``), so an EHR table edit runs again only the queries that name the table."""
+    if not x.memo:
+        return dict(query_keys)
+    digests = table_digests(x.gold_database)
+    named = tables_named(items.filter(pl.col("neural_sql").is_in(list(query_keys))).select("neural_sql").unique(),
+                         digests, by="neural_sql", queries=("neural_sql",))
+    return {q: combine(k, *(digests[n] for n in named.get(q, ()))) for q, k in query_keys.items()}
 
 
 def _module_inputs(name: str, x: EvaluationInputs, fit_digest: str, trained: Mapping[str, tuple]) -> str | None:
@@ -295,23 +306,23 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
         return first_pass_pairs(x.gold_database, image_items, parse_store=store)
 
     query_keys = {q: query_key(q) for q in image_items["neural_sql"].unique().to_list() if q}
+    run_keys = _run_keys(x, image_items, query_keys)
     for name, module in ehrxqa_modules.items():
         about = _module_inputs(name, x, fit_digest, trained_inputs) if x.memo else None
-        inputs = about and memo.inputs(x.gold_database, str(x.images_root), about, code=("vqa",))
+        inputs = about and memo.inputs(None, str(x.images_root), about, code=("vqa",))
         kept = (inputs and memo.get(f"gold/image_items/{name}", inputs)) or {}
+        known = {q: kept[k] for q, k in run_keys.items() if k in kept}
         if name == "oracle" and x.oracle_runs is not None:  # the check ran them with the oracle on these files
             checked = ResultMemo(x.oracle_runs).get("gold/oracle_runs", oracle_runs_inputs(
                 DatabaseFiles(x.gold_database, x.answer_sheet))) or {}
-            kept = {**checked, **kept}
-        known = {q: kept[k] for q, k in query_keys.items() if k in kept}
+            known = {**{q: checked[k] for q, k in query_keys.items() if k in checked}, **known}
         part = score_ehrxqa(x.gold_database, x.images_root, image_items, module, parse_store=store,
                             first_pass=first_pass, known=known)
         runs = part.pop("runs")
         log(f"EHRXQA test: {name} ran {len(runs) - len(known):,} of {len(runs):,} NeuralSQL queries (the others "
             f"kept from an earlier build{' or the consistency check' if name == 'oracle' else ''})")
         if inputs:
-            memo.put(f"gold/image_items/{name}", inputs, {query_key(q): run for q, run in runs.items()},
-                     save=False)
+            memo.put(f"gold/image_items/{name}", inputs, {run_keys[q]: run for q, run in runs.items()}, save=False)
         result = merge_ehrxqa(table_part, part)
         out.details.setdefault(name, {})["ehrxqa"] = result
         out.predictions.setdefault(EHRXQA, {})[name] = [{"id": i, "answer": a} for i, a in result["answers"].items()]

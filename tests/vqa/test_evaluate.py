@@ -328,6 +328,25 @@ def test_each_modules_image_item_runs_are_kept_while_what_it_answers_from_is_unc
     assert _ehrxqa_details(moved) == _ehrxqa_details(evaluate(replace(other, memo=None), min_positives=1,
                                                               robustness_k=2))
 
+    # an EHR table that some image queries name edited (in a copy): each module runs those queries again, and only
+    # those; the oracle, which answers from the answer sheet (here the same file), all of them
+    import re
+    import shutil
+
+    edited = tmp_path / "edited.db"
+    shutil.copy(inputs.gold_database, edited)
+    with sqlite3.connect(edited) as c:
+        c.execute("UPDATE admissions SET insurance = 'edited'")
+    naming = {r["query"] for r in sc._items(image) if not r["impossible"] and re.search(r"(?i)\badmissions\b",
+                                                                                         r["query"])}
+    assert 0 < len(naming) < queries
+    ran.clear()
+    changed = replace(other, gold_database=edited, answer_sheet=edited)  # (the reference as last kept)
+    after = evaluate(changed, min_positives=1, robustness_k=2)
+    assert {m: ran.count(m) for m in modules} == {**dict.fromkeys(modules, len(naming)), "oracle": queries}
+    assert _ehrxqa_details(after) == _ehrxqa_details(evaluate(replace(changed, memo=None), min_positives=1,
+                                                              robustness_k=2))
+
 
 def test_the_oracle_takes_its_image_item_runs_from_the_consistency_check(inputs, evaluated, tmp_path, ran,
                                                                         monkeypatch):

@@ -76,19 +76,20 @@ def table_digests(database: Path) -> dict[str, str]:
     return digests
 
 
-def tables_named(items: pl.DataFrame, tables: Iterable[str]) -> dict[int, list[str]]:
-    """Template index -> the ``tables`` (sorted) whose name appears as a word in its ``items``' gold SQL or NeuralSQL:
-    every table a query reads, and perhaps one it only names (in a string, say), which makes a memo redo more,
-    never less (0.2 s for the full-scale silver items' 65,780 queries)."""
+def tables_named(items: pl.DataFrame, tables: Iterable[str], by: str = "template_index",
+                 queries: tuple[str, ...] = ("gold_sql", "neural_sql")) -> dict:
+    """Each value of column ``by`` -> the ``tables`` (sorted) whose name appears as a word in the ``queries``
+    columns of its ``items``: every table a query reads, and perhaps one it only names (in a string, say), which
+    makes a memo redo more, never less (0.2 s for the full-scale silver items' 65,780 queries)."""
     names = sorted(tables, key=len, reverse=True)
     if not names or items.is_empty():
         return {}
     word = r"(?i)\b(?:" + "|".join(re.escape(n) for n in names) + r")\b"
-    found = (items.select("template_index", q=pl.concat_list("gold_sql", "neural_sql")).explode("q")
-             .select("template_index", name=pl.col("q").str.extract_all(word)).explode("name").drop_nulls()
-             .select("template_index", pl.col("name").str.to_lowercase()).unique()
-             .group_by("template_index").agg(pl.col("name").sort()))
-    return dict(zip(found["template_index"].to_list(), found["name"].to_list()))
+    found = (items.select(by, q=pl.concat_list(*queries)).explode("q")
+             .select(by, name=pl.col("q").str.extract_all(word)).explode("name").drop_nulls()
+             .select(by, pl.col("name").str.to_lowercase()).unique()
+             .group_by(by).agg(pl.col("name").sort()))
+    return dict(zip(found[by].to_list(), found["name"].to_list()))
 
 
 def table_scope(scope: str) -> bool:
