@@ -242,16 +242,16 @@ def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], wo
     for name, files in databases.items():
         templates = _templates(kept, name, files, [r for r in rows if r["database"] == name],
                                frame.filter(pl.col("database") == name))
-        for t, (inputs, items, images, before) in templates.items():
+        for t, (inputs, items, is_image, before) in templates.items():
             if before is not None:
                 runs[name].update(before.get("runs", {}))
             else:
-                planned[(name, t)] = (inputs, items, images)
+                planned[(name, t)] = (inputs, items, is_image)
         if log and (passed := [t for t in templates.values() if t[3] is not None]):
             log(f"{sum(len(t[1]) for t in passed):,} items of {len(passed)} templates of the {name} database passed "
                 "before on the same tables")
         for images in (False, True):
-            part = [r for (db, _), (_, items, image) in planned.items() if db == name and image == images
+            part = [r for (db, _), (_, items, is_image) in planned.items() if db == name and is_image == images
                     for r in items]
             for chunk in _equal_parts(part, chunks):
                 if chunk:
@@ -269,9 +269,9 @@ def check_stored(frame: pl.DataFrame, databases: Mapping[str, DatabaseFiles], wo
     for (name, images), (_, part) in zip(sides, results):
         if images:
             runs[name].update({query_key(q): run for q, run in part.items()})
-    for (name, t), (inputs, items, images) in planned.items():
+    for (name, t), (inputs, items, is_image) in planned.items():
         if (name, t) not in failed:  # passed: kept, with the image items' runs for the next check to hand on
-            keys = {query_key(r["neural_sql"]) for r in items} if images and oracle_runs is not None else set()
+            keys = {query_key(r["neural_sql"]) for r in items} if is_image and oracle_runs is not None else set()
             kept.put(f"{name}/{t}", inputs, {"items": len(items), "runs": {k: runs[name][k] for k in sorted(keys)
                                                                           if k in runs[name]}}, save=False)
     kept.save()
