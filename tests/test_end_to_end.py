@@ -490,6 +490,7 @@ def test_vqa_scores_for_every_module(built):
     reported = [r.asset_materialization.metadata["timings"].value for r in parts
                 if "timings" in r.asset_materialization.metadata]  # partitions with images to predict
     assert reported and all(t["images"] > 0 and t["device"] == "cpu" for t in reported)
+    assert all((t["decoder"], t["cpu_share"], t["decode_workers"]) == ("cpu", 1.0, 2) for t in reported)
     assert len({r.run_id for r in parts}) == 1  # the ten partitions in one run: one worker launch (single-run policy)
     scores = json.loads((settings.release_dir / "scores.json").read_text())
     assert {"reference", "oracle", "yes", "prior_most", "prior_question", "prior_question_text"} <= set(scores)

@@ -46,7 +46,8 @@ def predict(model_result, con, files_root: Path, split: str | None = "test", ima
     """Predictions for the images of ``split`` (or exactly ``image_ids`` when given).
 
     ``batch_size``: images per forward pass (their ~36 crops each, plus thumbnails). ``timings`` (a dict)
-    is filled with wall / decode / model seconds, images and images/s. ``on_missing``: see vqa.images.
+    is filled with wall / decode / model seconds, images and images/s, and how the JPEGs were decoded (the decoder,
+    its CPU share, the threads). ``on_missing``: see vqa.images.
     The model is moved to ``device`` (in place) and put in eval mode. ``threads``: torch CPU threads for the
     forward passes (see ``TrainConfig.threads``). ``decode``: ``cpu`` (PIL + OpenCV in threads, chunk by chunk),
     ``torch`` (``vqa.stream``: reader threads read the files, nvJPEG decodes and crops on the device),
@@ -79,7 +80,8 @@ def _predict(model_result, con, files_root, split, image_ids, batch_size, device
                          f"not in splits.images")
     if decode_workers is None:
         decode_workers = reader_threads(dev)
-    if parse_decoder(decode, dev)[0] != "cpu":
+    decoder, share = parse_decoder(decode, dev)
+    if decoder != "cpu":
         parts = _predict_streamed(model, vocab, con, images, files_root, dev, amp, batch_size, decode_workers,
                                   on_missing, cfg, decode)
     else:
@@ -98,7 +100,8 @@ def _predict(model_result, con, files_root, split, image_ids, batch_size, device
         timings.update({"wall_seconds": wall, "decode_seconds": decode_s, "model_seconds": model_s, "images": n,
                         "images_per_s": n / max(wall, 1e-9), "model_images_per_s": n / max(model_s, 1e-9),
                         "decode_images_per_s": n / max(decode_s, 1e-9), "missing": missing, "device": dev,
-                        "batch_size": batch_size})
+                        "batch_size": batch_size, "decoder": decoder, "cpu_share": share,
+                        "decode_workers": decode_workers})
     return Predictions(rels, imgs)
 
 
