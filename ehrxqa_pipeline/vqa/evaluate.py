@@ -18,10 +18,11 @@ and ``vision`` (an OpenAI-compatible endpoint, when one is configured).
   database, the items and the code are unchanged (``table_scores``); so are the image items' first passes
   within a build, which no module's answer reaches yet (``scoring.first_pass_pairs``). Each module's run of each
   image item's query is kept between builds too, while the query, the content of the gold database's tables it
-  names (``_run_keys``), the code and what the module answers from (``_module_inputs``: for the oracle the answer sheet, for the priors the MIMIC-CXR-VQA train and valid
-  questions, for a trained model its decided predictions) are unchanged: a gold label edit changes the answer
-  sheet, so the oracle runs every query again and the other modules only the queries of new items, and each
-  item's outcome is decided again against its answer now.
+  names (``_run_keys``), the code and what the module answers from (``_module_inputs``: for the oracle the
+  answer sheet, for the priors the MIMIC-CXR-VQA train and valid questions, for a trained model its decided
+  predictions) are unchanged: a gold label edit changes the answer sheet, so the oracle runs every query again
+  and the other modules only the queries of new items, and each item's outcome is decided again against its
+  answer now; an EHR table edit runs again, in every module, the queries that name the table.
 - Paraphrase robustness (VQA-RAD): for the text-reading modules only (``prior_question_text``, ``vision``).
 
 Every module scored on a dataset also leaves its per-item answers (``Evaluation.predictions``), which the
