@@ -196,7 +196,7 @@ def reference_model(context: dg.AssetExecutionContext, config: ReferenceModelCon
     train_config = TrainConfig(epochs=config.epochs, batch_size=config.batch_size, lr=config.lr,
                                crop_size=config.crop_size, seed=settings.seed, max_images=config.max_images,
                                decode_workers=config.decode_workers, device=vqa_device.requested(),
-                               amp=vqa_device.use_amp())
+                               decode=vqa_device.decoder(), amp=vqa_device.use_amp())
     task = {"task": "train", "files_root": str(_files_root(settings)), "model": str(path),
             "config": asdict(train_config), **({"backbone": {**backbone, "model": str(probe)}} if backbone else {})}
     with _worker_files(settings, context) as tmp:

@@ -45,7 +45,7 @@ ENVIRONMENT = {
     "require_review": "EHRXQA_PARAPHRASE_REQUIRE_REVIEW",  # 1: pools of accepted candidates only
     "vqa_device": "EHRXQA_VQA_DEVICE",  # auto (default), cpu, cuda, cuda:N
     "vqa_amp": "EHRXQA_VQA_AMP",  # 0: no bf16 autocast on GPU
-    "vqa_decode": "EHRXQA_VQA_DECODE",  # prediction's JPEG decoder: auto (default), cpu, torch, mixed[:SHARE]
+    "vqa_decode": "EHRXQA_VQA_DECODE",  # the VQA step's JPEG decoder: auto (default), cpu, torch, mixed[:SHARE]
     "vqa_base_url": "EHRXQA_VQA_BASE_URL",  # an OpenAI-compatible vision endpoint, scored as one more module
     "vqa_model": "EHRXQA_VQA_MODEL",
     "vqa_api_key": "EHRXQA_VQA_API_KEY",

@@ -3,7 +3,7 @@
 Every field left unset comes from the environment when a step runs (never at import; read by
 ``ehrxqa_pipeline.config.Environment``):
 EHRXQA_VQA_DEVICE ("auto" = CUDA when present, else CPU; or "cpu", "cuda", "cuda:N"), EHRXQA_VQA_AMP
-("0" turns bf16 autocast off on GPU; CPU always runs fp32), EHRXQA_VQA_DECODE (the predictions' JPEG decoder:
+("0" turns bf16 autocast off on GPU; CPU always runs fp32), EHRXQA_VQA_DECODE (the VQA step's JPEG decoder, for the training store and the predictions:
 "auto", "cpu", "torch", "mixed" or "mixed:SHARE"; ``vqa.stream``), EHRXQA_VQA_BASE_URL / EHRXQA_VQA_MODEL /
 EHRXQA_VQA_API_KEY (an OpenAI-compatible vision endpoint, scored as one more module; unset = none) and
 EHRXQA_VQA_ALLOW_HOSTS (comma-separated hosts images may be sent to; default loopback only; README.md,
@@ -44,7 +44,7 @@ class VqaDevice(dg.ConfigurableResource):
         return (Environment.read().vqa_amp or "1") != "0"
 
     def decoder(self) -> str:
-        """The predictions' JPEG decoder as set (``vqa.stream.parse_decoder``'s forms), resolved by the worker."""
+        """The VQA step's JPEG decoder as set (``vqa.stream.parse_decoder``'s forms), resolved by the worker."""
         return self.decode or Environment.read().vqa_decode or "auto"
 
     def hosts(self) -> tuple[str, ...]:

@@ -86,13 +86,14 @@ class Arrays:
 
 def build_arrays(con, images: pl.DataFrame, files_root: Path, vocab: Vocab, labels: str | None,
                  crop_size: int, thumb_size: int, workers: int, on_missing: str = "raise",
-                 store: Path | None = None) -> Arrays:
+                 store: Path | None = None, device: str = "cpu", decode: str = "cpu") -> Arrays:
     """Decode ``images`` (from select_images) and attach targets from ``labels`` ('silver'|'gold'|None).
 
-    ``store``: a folder for the pixel and target arrays, memory-mapped (``vqa.images.decode_crops``)."""
+    ``store``: a folder for the pixel and target arrays, memory-mapped; ``device``, ``decode``: where and how the
+    JPEGs are decoded (``vqa.images.decode_crops``)."""
     crops = decode_crops(con, list(zip(images["image_id"], images["image_path"])), files_root,
                          crop_size=crop_size, thumb_size=thumb_size, workers=workers, on_missing=on_missing,
-                         objects=list(vocab.objects), store=store)
+                         objects=list(vocab.objects), store=store, device=device, decode=decode)
     idx = crops.index
     obj = idx["object"].replace_strict(list(vocab.objects), range(len(vocab.objects)),
                                        return_dtype=pl.Int64).to_numpy(writable=True)

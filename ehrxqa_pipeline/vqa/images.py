@@ -103,7 +103,7 @@ def box_table(con, image_ids: list[str], objects: list[str] | None = None):
 def decode_crops(con, images: list[tuple[str, str]], files_root: Path, crop_size: int = 32,
                  thumb_size: int = 64, workers: int = 2, pad: float = 0.05, min_side: int = 512,
                  on_missing: str = "raise", objects: list[str] | None = None, store: Path | None = None,
-                 chunk_images: int = 1024) -> Crops:
+                 chunk_images: int = 1024, device: str = "cpu", decode: str = "cpu") -> Crops:
     """Crops and thumbnails for ``images`` = [(image_id, image_path relative to files_root), ...].
 
     ``on_missing``: ``raise`` (default) -> ImageDecodeError naming the file; ``report`` -> the image is
@@ -112,7 +112,12 @@ def decode_crops(con, images: list[tuple[str, str]], files_root: Path, crop_size
     and returned memory-mapped, so memory stays flat in the number of images (the reference model's training
     set: ~1 KiB per crop, 36 crops per image, 8.7 GB for MIMIC-CXR's 242k silver images); same values as in
     memory. A store needs ``on_missing="raise"`` (its rows are laid out before decoding).
+    ``decode`` other than ``cpu`` on ``device`` (``vqa.stream.parse_decoder``; ``auto`` is nvJPEG on CUDA): the
+    images go through ``vqa.stream`` instead, ``chunk_images`` a batch, decoded on the device (a share in the
+    reader threads with ``mixed``), and come back to the host batch by batch.
     """
+    from ehrxqa_pipeline.vqa.stream import parse_decoder
+
     if on_missing not in ("raise", "report"):
         raise ValueError(f"on_missing must be 'raise' or 'report', not {on_missing!r}")
     if store is not None and on_missing != "raise":
@@ -121,24 +126,13 @@ def decode_crops(con, images: list[tuple[str, str]], files_root: Path, crop_size
     boxes, first, counts, coords, geom = box_table(con, ids, objects)
     root = Path(files_root)
     jobs = [(root / p, coords[f:f + c]) for (_, p), f, c in zip(images, first, counts)]
-
-    def work(job):
-        return decode_one(*job, crop_size, thumb_size, pad, min_side, on_missing)
-
+    shape = (crop_size, thumb_size, pad, min_side)
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(max(1, workers)) as pool:
-        if store is not None:
-            pixels = _decode_into(store, pool, work, jobs, counts, crop_size, thumb_size, chunk_images)
-            keep, missing = np.arange(len(jobs), dtype=np.int64), []
-        else:
-            results = list(pool.map(work, jobs))
-            keep = np.array([k for k, r in enumerate(results) if r is not None], np.int64)
-            missing = [str(root / images[k][1]) for k, r in enumerate(results) if r is None]
-            empty = np.zeros((0, crop_size, crop_size), np.uint8)
-            both = (np.stack([results[k][0] for k in keep]) if len(keep) else
-                    np.zeros((0, 2, thumb_size, thumb_size), np.uint8))
-            pixels = (np.concatenate([results[k][1] for k in keep] or [empty]), np.ascontiguousarray(both[:, 0]),
-                      np.ascontiguousarray(both[:, 1]))
+    if parse_decoder(decode, device)[0] != "cpu":
+        pixels, keep, missing = _decode_streamed(jobs, counts, store, chunk_images, device, decode, workers, shape,
+                                                 on_missing)
+    else:
+        pixels, keep, missing = _decode_threads(jobs, counts, store, chunk_images, workers, shape, on_missing)
     decode_seconds = time.perf_counter() - t0
     kc = counts[keep]
     total = int(kc.sum())
@@ -149,17 +143,75 @@ def decode_crops(con, images: list[tuple[str, str]], files_root: Path, crop_size
                  image_ids=[ids[k] for k in keep], missing=missing, decode_seconds=decode_seconds)
 
 
-def _decode_into(store: Path, pool, work, jobs, counts: np.ndarray, crop_size: int, thumb_size: int,
-                 chunk_images: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Crops, thumbnails and texture of ``jobs`` written into memory-mapped ``.npy`` files under ``store``, at
-    most ``chunk_images`` decoded images in memory at a time."""
+def _decode_threads(jobs, counts: np.ndarray, store: Path | None, chunk_images: int, workers: int, shape: tuple,
+                    on_missing: str) -> tuple[tuple, np.ndarray, list[str]]:
+    """(crops, thumbnails, texture), the kept images and the missing files of ``jobs``, each decoded by
+    ``vqa.jpeg.decode_one`` in ``workers`` threads: into the store, or in memory."""
+    crop_size, thumb_size, pad, min_side = shape
+
+    def work(job):
+        return decode_one(*job, crop_size, thumb_size, pad, min_side, on_missing)
+
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        if store is not None:
+            return (_decode_into(store, pool, work, jobs, counts, crop_size, thumb_size, chunk_images),
+                    np.arange(len(jobs), dtype=np.int64), [])
+        results = list(pool.map(work, jobs))
+    keep = np.array([k for k, r in enumerate(results) if r is not None], np.int64)
+    missing = [str(jobs[k][0]) for k, r in enumerate(results) if r is None]
+    empty = np.zeros((0, crop_size, crop_size), np.uint8)
+    both = (np.stack([results[k][0] for k in keep]) if len(keep) else
+            np.zeros((0, 2, thumb_size, thumb_size), np.uint8))
+    return ((np.concatenate([results[k][1] for k in keep] or [empty]), np.ascontiguousarray(both[:, 0]),
+             np.ascontiguousarray(both[:, 1])), keep, missing)
+
+
+def _decode_streamed(jobs, counts: np.ndarray, store: Path | None, chunk_images: int, device: str, decode: str,
+                     workers: int, shape: tuple, on_missing: str) -> tuple[tuple, np.ndarray, list[str]]:
+    """(crops, thumbnails, texture), the kept images and the missing files of ``jobs`` through ``vqa.stream``,
+    ``chunk_images`` images a batch, copied to the host batch by batch: into the store, or in memory."""
+    from ehrxqa_pipeline.vqa.stream import stream
+
+    crop_size, thumb_size, pad, min_side = shape
+    arrays = _open_store(store, counts, len(jobs), crop_size, thumb_size) if store is not None else None
+    at = np.cumsum(counts) - counts
+    parts, keep, missing = [], [], []
+    for b in stream([p for p, _ in jobs], [c for _, c in jobs], device, decode, max(1, chunk_images), workers,
+                    crop_size=crop_size, thumb_size=thumb_size, pad=pad, min_side=min_side, on_missing=on_missing):
+        crops, thumbs, texture = (t.cpu().numpy() for t in (b.crops, b.thumbs, b.texture))
+        keep += b.rows.tolist()
+        missing += b.missing
+        if arrays is None:
+            parts.append((crops, thumbs, texture))
+            continue
+        n = counts[b.rows]
+        arrays[0][np.repeat(at[b.rows] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))] = crops
+        arrays[1][b.rows], arrays[2][b.rows] = thumbs, texture
+    if arrays is not None:
+        for a in arrays:
+            a.flush()
+        return arrays, np.array(keep, np.int64), missing
+    none = (np.zeros((0, crop_size, crop_size), np.uint8), np.zeros((0, thumb_size, thumb_size), np.uint8))
+    return (tuple(np.concatenate([p[i] for p in parts] or [none[min(i, 1)]]) for i in range(3)),
+            np.array(keep, np.int64), missing)
+
+
+def _open_store(store: Path, counts: np.ndarray, n_images: int, crop_size: int, thumb_size: int) -> tuple:
+    """The store's crops, thumbnails and texture as new memory-mapped ``.npy`` files."""
     from numpy.lib.format import open_memmap
 
     store = Path(store)
     store.mkdir(parents=True, exist_ok=True)
-    crops = open_memmap(store / "crops.npy", "w+", np.uint8, (int(counts.sum()), crop_size, crop_size))
-    thumbs = open_memmap(store / "thumbs.npy", "w+", np.uint8, (len(jobs), thumb_size, thumb_size))
-    texture = open_memmap(store / "texture.npy", "w+", np.uint8, (len(jobs), thumb_size, thumb_size))
+    return (open_memmap(store / "crops.npy", "w+", np.uint8, (int(counts.sum()), crop_size, crop_size)),
+            open_memmap(store / "thumbs.npy", "w+", np.uint8, (n_images, thumb_size, thumb_size)),
+            open_memmap(store / "texture.npy", "w+", np.uint8, (n_images, thumb_size, thumb_size)))
+
+
+def _decode_into(store: Path, pool, work, jobs, counts: np.ndarray, crop_size: int, thumb_size: int,
+                 chunk_images: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Crops, thumbnails and texture of ``jobs`` written into memory-mapped ``.npy`` files under ``store``, at
+    most ``chunk_images`` decoded images in memory at a time."""
+    crops, thumbs, texture = _open_store(store, counts, len(jobs), crop_size, thumb_size)
     at = np.cumsum(counts) - counts
     for s in range(0, len(jobs), max(1, chunk_images)):
         for k, (both, image_crops) in enumerate(pool.map(work, jobs[s:s + chunk_images]), s):

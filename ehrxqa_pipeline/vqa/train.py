@@ -56,6 +56,9 @@ class TrainConfig:
     at the 22 a core measured there)."""
     device: str = "auto"
     """auto | cpu | cuda | cuda:N (see vqa.device.resolve_device; EHRXQA_VQA_DEVICE in the resource)."""
+    decode: str = "auto"
+    """How the training store's JPEGs are decoded (``vqa.stream.parse_decoder``; EHRXQA_VQA_DECODE in the
+    resource): ``auto`` is nvJPEG on CUDA, the CPU elsewhere, as in prediction."""
     amp: bool = True
     """bf16 autocast on CUDA; ignored on the CPU (which stays in fp32 for bitwise determinism)."""
     threads: int | None = 1
@@ -71,7 +74,7 @@ class TrainConfig:
     def identity(self) -> dict:
         """The fields that change the weights (not where or how fast they are computed)."""
         d = asdict(self)
-        for k in ("decode_workers", "device", "threads"):
+        for k in ("decode_workers", "device", "decode", "threads"):
             d.pop(k)
         return d
 
@@ -155,8 +158,9 @@ def _train(con, files_root: Path, config: TrainConfig, log, store: Path | None,
     if train_imgs.height == 0:
         raise ValueError("no train images in splits.images")
     args = (files_root, vocab, "silver", config.crop_size, config.thumb_size, config.decode_workers or host_threads())
-    tr = build_arrays(con, train_imgs, *args, store=store and store / "train")
-    va = build_arrays(con, valid_imgs, *args, store=store and store / "valid")
+    on = {"device": device, "decode": config.decode}
+    tr = build_arrays(con, train_imgs, *args, store=store and store / "train", **on)
+    va = build_arrays(con, valid_imgs, *args, store=store and store / "valid", **on)
     decode_s = tr.crops.decode_seconds + va.crops.decode_seconds
     log(f"reference model: {tr.n_images} train / {va.n_images} valid images, {len(tr.obj)} train crops, "
         f"{tr.n_positive} positives, decode {decode_s:.1f}s, device {device}")

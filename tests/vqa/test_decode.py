@@ -87,6 +87,21 @@ def test_crop_store_holds_the_in_memory_values_memory_mapped(tmp_path):
         decode_crops(con, items, tmp_path / "src", store=tmp_path / "s2", on_missing="report")
 
 
+def test_the_crop_store_takes_the_devices_pixels_through_the_stream(tmp_path):
+    """``decode_crops(decode="torch")``, what training uses on CUDA: the stream's pixels, batch by batch, into the
+    store as in memory, within resampling of the CPU path's, with the same rows."""
+    con, items = _mini_warehouse(tmp_path / "src", {"a": [("left lung", "pleural effusion")], "b": [], "c": []})
+    cpu = decode_crops(con, items, tmp_path / "src")
+    mem = decode_crops(con, items, tmp_path / "src", decode="torch")
+    disk = decode_crops(con, items, tmp_path / "src", store=tmp_path / "store", chunk_images=2, decode="torch")
+    assert isinstance(disk.crops, np.memmap)
+    for name in ("crops", "thumbs", "texture", "geom"):
+        assert np.array_equal(getattr(disk, name), getattr(mem, name)), name
+        assert np.abs(getattr(mem, name).astype(float) - getattr(cpu, name).astype(float)).mean() < 1.0, name
+    assert not np.array_equal(mem.thumbs, cpu.thumbs)  # the other path indeed
+    assert mem.index.equals(cpu.index) and mem.image_ids == cpu.image_ids == disk.image_ids
+
+
 def _stream_inputs(con, items, root):
     ids = [i for i, _ in items]
     _, first, counts, coords, _ = box_table(con, ids)

@@ -167,7 +167,8 @@ def test_plot_and_version_identity(vqa_trained):
     vocab, cfg = vqa_trained.vocab, TrainConfig()
     base = data_version(cfg, vocab, ["a", "b"], 10, ["c"])
     assert data_version(cfg, vocab, ["b", "a"], 10, ["c"]) == base  # order does not matter
-    assert data_version(TrainConfig(decode_workers=7, device="cpu", threads=1), vocab, ["a", "b"], 10, ["c"]) == base
+    assert data_version(TrainConfig(decode_workers=7, device="cpu", threads=1, decode="torch"), vocab, ["a", "b"], 10,
+                        ["c"]) == base
     for other in (data_version(cfg, vocab, ["a"], 10, ["c"]), data_version(cfg, vocab, ["a", "b"], 11, ["c"]),
                   data_version(TrainConfig(seed=1), vocab, ["a", "b"], 10, ["c"])):
         assert other != base
