@@ -17,7 +17,7 @@ Three decoders, one loop:
   the others' bytes for the device's decoder; the batch comes out in input order as from the other two.
   ``cpu`` and ``torch`` are its shares 1 and 0. Measured on one H200 with 16 cores (2026-11-30, full-size
   films; docs/benchmarks.md): nvJPEG alone 1,270 images/s, the host's 15 reader threads 325, end to end
-  torch 775-957 and mixed:0.3 862-894.
+  torch 772-957 and mixed:0.3 825-876.
 
 ``workers`` threads read at most ``prefetch`` batches ahead of the one being used, so memory is flat in the
 number of images. Threads, not DataLoader worker processes: a worker process must start (forkserver or
