@@ -40,7 +40,8 @@ from pathlib import Path
 import polars as pl
 
 from ehrxqa_pipeline.hashing import combine, file_digest, frame_digest
-from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo, code_digest, query_key, table_digests, tables_named
+from ehrxqa_pipeline.questions.ehrxqa.memo import (ORACLE_TABLES, ResultMemo, code_digest, query_key, table_digests,
+                                                    tables_named)
 from ehrxqa_pipeline.questions.ehrxqa.records import oracle_runs_inputs
 from ehrxqa_pipeline.questions.ehrxqa.sampling import DatabaseFiles
 from ehrxqa_pipeline.questions.neuralsql import OracleModule
@@ -125,13 +126,15 @@ def _fitted_priors(fit: pl.DataFrame, pairs: pl.DataFrame, memo: ResultMemo, fit
 
 def _run_keys(x: EvaluationInputs, items: pl.DataFrame, query_keys: Mapping[str, str]) -> dict[str, str]:
     """Each image query -> the key its runs are kept under: its text and the content of the gold database's tables
-    it names (``memo.tables_named``), so an EHR table edit runs again only the queries that name the table."""
+    it names (``memo.tables_named``) and of those the oracle reads besides (``memo.ORACLE_TABLES``), so an EHR
+    table edit runs again only the queries that name the table (all of them for those tables)."""
     if not x.memo:
         return dict(query_keys)
     digests = table_digests(x.gold_database)
     named = tables_named(items.filter(pl.col("neural_sql").is_in(list(query_keys))).select("neural_sql").unique(),
                          digests, by="neural_sql", queries=("neural_sql",))
-    return {q: combine(k, *(digests[n] for n in named.get(q, ()))) for q, k in query_keys.items()}
+    always = [n for n in ORACLE_TABLES if n in digests]
+    return {q: combine(k, *(digests[n] for n in sorted({*named.get(q, ()), *always}))) for q, k in query_keys.items()}
 
 
 def _module_inputs(name: str, x: EvaluationInputs, fit_digest: str, trained: Mapping[str, tuple]) -> str | None:

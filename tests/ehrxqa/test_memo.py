@@ -200,6 +200,25 @@ def test_a_process_keeps_its_connection_and_what_it_made_while_the_files_stay(fi
         sampling.kept_open(files, answer_sheet=True)
 
 
+def test_an_image_templates_check_depends_on_what_the_oracle_reads_besides_the_tables_its_queries_name(files):
+    """The oracle answers from the answer sheet and each patient's gender in ``patients`` (``ORACLE_TABLES``): an
+    image template's kept check goes with a patients edit even where its queries name no such table."""
+    from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo
+
+    rows = [{"template_index": t, "scope": scope, "question": "q", "gold_sql": sql, "neural_sql": sql, "answer": "[1]"}
+            for t, scope, sql in ((1001, "IMAGE-SINGLE", "select func_vqa('is the patient male?', t.study_id) from "
+                                                        "tb_cxr t"), (5, "TABLE-NONE", "select label from d_items"))]
+    kept = ResultMemo(files.database.parent / "memo.json")
+
+    def inputs():
+        return {t: v[0] for t, v in records._templates(kept, "gold", files, rows, pl.DataFrame(rows)).items()}
+    before = inputs()
+    with sqlite3.connect(files.database) as c:
+        c.execute("UPDATE patients SET gender = CASE gender WHEN 'm' THEN 'f' ELSE 'm' END")
+    after = inputs()
+    assert after[1001] != before[1001] and after[5] == before[5]
+
+
 def test_the_tables_a_templates_queries_name_are_found_as_words_in_any_case():
     from ehrxqa_pipeline.questions.ehrxqa.memo import tables_named
 

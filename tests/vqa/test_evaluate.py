@@ -347,6 +347,15 @@ def test_each_modules_image_item_runs_are_kept_while_what_it_answers_from_is_unc
     assert _ehrxqa_details(after) == _ehrxqa_details(evaluate(replace(changed, memo=None), min_positives=1,
                                                               robustness_k=2))
 
+    # patients edited: the oracle answers sex questions from it, named or not, so every query runs again
+    with sqlite3.connect(edited) as c:
+        c.execute("UPDATE patients SET gender = CASE gender WHEN 'm' THEN 'f' ELSE 'm' END")
+    ran.clear()
+    flipped = evaluate(changed, min_positives=1, robustness_k=2)
+    assert {m: ran.count(m) for m in modules} == dict.fromkeys(modules, queries)
+    assert _ehrxqa_details(flipped) == _ehrxqa_details(evaluate(replace(changed, memo=None), min_positives=1,
+                                                                robustness_k=2))
+
 
 def test_the_oracle_takes_its_image_item_runs_from_the_consistency_check(inputs, evaluated, tmp_path, ran,
                                                                         monkeypatch):

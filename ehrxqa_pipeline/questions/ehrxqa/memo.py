@@ -5,7 +5,7 @@ the scores' table items (``vqa.evaluate.table_scores``, whose code digest adds `
 
 The check keeps, per database and template, that the template's items passed, under the digest of the items, the
 content of each table their queries name (``table_digests``, ``tables_named``) and, for image templates, the
-answer sheet's file: an EHR table edit re-checks the templates that name the table (a lab edit at full scale:
+answer sheet's file and the tables the oracle reads besides (``ORACLE_TABLES``): an EHR table edit re-checks the templates that name the table (a lab edit at full scale:
 21 of the 416 silver templates), a label edit the image templates. Sampling and the scores' table items are
 kept by database file, as below.
 
@@ -60,6 +60,11 @@ def code_digest(extra: tuple[str, ...] = ()) -> str:
 def query_key(query: str) -> str:
     """A query's key where runs are kept by query (its text is about 300 characters): a digest of its text."""
     return bytes_digest(query.encode())[:32]
+
+
+# What the oracle VQA module reads of the database besides the answer sheet, whichever tables a query names: each
+# image's patient's gender (``neuralsql.oracle.load_answer_sheet``). Kept work that the oracle answered depends on it.
+ORACLE_TABLES = ("patients",)
 
 
 def table_digests(database: Path) -> dict[str, str]:

@@ -30,7 +30,8 @@ from ehrxqa_pipeline.contracts import load_contract
 from ehrxqa_pipeline.hashing import file_digest
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, Mismatch, check_items
 from ehrxqa_pipeline.questions.ehrxqa.item import RESOLVED_KEYS
-from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo, query_key, table_digests, table_scope, tables_named
+from ehrxqa_pipeline.questions.ehrxqa.memo import (ORACLE_TABLES, ResultMemo, query_key, table_digests, table_scope,
+                                                    tables_named)
 from ehrxqa_pipeline.questions.ehrxqa.sampling import SPLITS, DatabaseFiles, Sample, kept_open, run_parallel
 from ehrxqa_pipeline.questions.ehrxqa.stats import modality, scope_axes
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import UNANSWERABLE_BY_INDEX
@@ -289,7 +290,7 @@ def _templates(kept: ResultMemo, name: str, files: DatabaseFiles, rows: list[dic
     """Template -> (inputs, its items, image template?, what ``kept`` holds for it when its items passed before
     on the same inputs, else None) of one database's items. The inputs: the code, the items' queries and answers,
     the content of every table their queries name (``memo.tables_named``) and, for image templates, the answer
-    sheet's file."""
+    sheet's file and the tables the oracle reads besides (``memo.ORACLE_TABLES``)."""
     by_template: dict[int, list[dict]] = {}
     for r in rows:
         by_template.setdefault(r["template_index"], []).append(r)
@@ -299,7 +300,8 @@ def _templates(kept: ResultMemo, name: str, files: DatabaseFiles, rows: list[dic
     out = {}
     for t, group in by_template.items():
         images = not table_scope(group[0]["scope"])
-        inputs = ResultMemo.inputs(None, {n: digests[n] for n in named.get(t, ())}, sheet if images else "",
+        read = {*named.get(t, ()), *(ORACLE_TABLES if images else ())} & set(digests)
+        inputs = ResultMemo.inputs(None, {n: digests[n] for n in sorted(read)}, sheet if images else "",
                                    [[r[c] for c in _CHECKED] for r in group])
         before = kept.get(f"{name}/{t}", inputs)
         out[t] = (inputs, group, images, before if isinstance(before, dict) and before.get("items") == len(group)
