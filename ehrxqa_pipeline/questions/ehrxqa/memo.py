@@ -5,9 +5,9 @@ the scores' table items (``vqa.evaluate.table_scores``, whose code digest adds `
 
 The check keeps, per database and template, that the template's items passed, under the digest of the items, the
 content of each table their queries name (``table_digests``, ``tables_named``) and, for image templates, the
-answer sheet's file and the tables the oracle reads besides (``ORACLE_TABLES``): an EHR table edit re-checks the templates that name the table (a lab edit at full scale:
-21 of the 416 silver templates), a label edit the image templates. Sampling and the scores' table items are
-kept by database file, as below.
+answer sheet's file and the tables the oracle reads besides (``ORACLE_TABLES``): an EHR table edit re-checks the
+templates that name the table (a lab edit at full scale: 21 of the 416 silver templates), a label edit the image
+templates. Sampling and the scores' table items are kept by database file, as below.
 
 A table template (scopes TABLE-*) reads the database's MIMIC-IV tables and nothing of TB_CXR_PLUS: sampling and
 the consistency check run its items on a connection without the answer sheet attached (and, in the check,
