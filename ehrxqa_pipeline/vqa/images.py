@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -129,10 +130,10 @@ def decode_crops(con, images: list[tuple[str, str]], files_root: Path, crop_size
     shape = (crop_size, thumb_size, pad, min_side)
     t0 = time.perf_counter()
     if parse_decoder(decode, device)[0] != "cpu":
-        pixels, keep, missing = _decode_streamed(jobs, counts, store, chunk_images, device, decode, workers, shape,
-                                                 on_missing)
+        batches = _streamed(jobs, chunk_images, device, decode, workers, shape, on_missing)
     else:
-        pixels, keep, missing = _decode_threads(jobs, counts, store, chunk_images, workers, shape, on_missing)
+        batches = _threaded(jobs, chunk_images, workers, shape, on_missing)
+    pixels, keep, missing = _collect(batches, store, counts, crop_size, thumb_size)
     decode_seconds = time.perf_counter() - t0
     kc = counts[keep]
     total = int(kc.sum())
@@ -143,80 +144,68 @@ def decode_crops(con, images: list[tuple[str, str]], files_root: Path, crop_size
                  image_ids=[ids[k] for k in keep], missing=missing, decode_seconds=decode_seconds)
 
 
-def _decode_threads(jobs, counts: np.ndarray, store: Path | None, chunk_images: int, workers: int, shape: tuple,
-                    on_missing: str) -> tuple[tuple, np.ndarray, list[str]]:
-    """(crops, thumbnails, texture), the kept images and the missing files of ``jobs``, each decoded by
-    ``vqa.jpeg.decode_one`` in ``workers`` threads: into the store, or in memory."""
+_HANDED = 64  # images per batch ``_threaded`` hands on from a decoded chunk
+
+
+def _threaded(jobs, chunk_images: int, workers: int, shape: tuple, on_missing: str):
+    """Batches (rows, crops, thumbnails, texture, missing files) of ``jobs``, ``chunk_images`` at a time, each image
+    decoded by ``vqa.jpeg.decode_one`` in ``workers`` threads."""
     crop_size, thumb_size, pad, min_side = shape
 
     def work(job):
         return decode_one(*job, crop_size, thumb_size, pad, min_side, on_missing)
 
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        if store is not None:
-            return (_decode_into(store, pool, work, jobs, counts, crop_size, thumb_size, chunk_images),
-                    np.arange(len(jobs), dtype=np.int64), [])
-        results = list(pool.map(work, jobs))
-    keep = np.array([k for k, r in enumerate(results) if r is not None], np.int64)
-    missing = [str(jobs[k][0]) for k, r in enumerate(results) if r is None]
-    empty = np.zeros((0, crop_size, crop_size), np.uint8)
-    both = (np.stack([results[k][0] for k in keep]) if len(keep) else
-            np.zeros((0, 2, thumb_size, thumb_size), np.uint8))
-    return ((np.concatenate([results[k][1] for k in keep] or [empty]), np.ascontiguousarray(both[:, 0]),
-             np.ascontiguousarray(both[:, 1])), keep, missing)
+        for s in range(0, len(jobs), max(1, chunk_images)):
+            results = pool.map(work, jobs[s:s + chunk_images])  # each image's result freed once handed on
+            for t in range(s, min(len(jobs), s + chunk_images), _HANDED):  # joining a few copies little at once
+                part = list(islice(results, _HANDED))
+                got = [r for r in part if r is not None]
+                both = np.stack([r[0] for r in got]) if got else np.zeros((0, 2, thumb_size, thumb_size), np.uint8)
+                yield (np.array([k for k, r in enumerate(part, t) if r is not None], np.int64),
+                       np.concatenate([r[1] for r in got] or [np.zeros((0, crop_size, crop_size), np.uint8)]),
+                       both[:, 0], both[:, 1], [str(jobs[k][0]) for k, r in enumerate(part, t) if r is None])
 
 
-def _decode_streamed(jobs, counts: np.ndarray, store: Path | None, chunk_images: int, device: str, decode: str,
-                     workers: int, shape: tuple, on_missing: str) -> tuple[tuple, np.ndarray, list[str]]:
-    """(crops, thumbnails, texture), the kept images and the missing files of ``jobs`` through ``vqa.stream``,
-    ``chunk_images`` images a batch, copied to the host batch by batch: into the store, or in memory."""
+def _streamed(jobs, chunk_images: int, device: str, decode: str, workers: int, shape: tuple, on_missing: str):
+    """Batches (rows, crops, thumbnails, texture, missing files) of ``jobs`` through ``vqa.stream``,
+    ``chunk_images`` images a batch, copied to the host."""
     from ehrxqa_pipeline.vqa.stream import stream
 
     crop_size, thumb_size, pad, min_side = shape
-    arrays = _open_store(store, counts, len(jobs), crop_size, thumb_size) if store is not None else None
-    at = np.cumsum(counts) - counts
-    parts, keep, missing = [], [], []
     for b in stream([p for p, _ in jobs], [c for _, c in jobs], device, decode, max(1, chunk_images), workers,
                     crop_size=crop_size, thumb_size=thumb_size, pad=pad, min_side=min_side, on_missing=on_missing):
-        crops, thumbs, texture = (t.cpu().numpy() for t in (b.crops, b.thumbs, b.texture))
-        keep += b.rows.tolist()
-        missing += b.missing
+        yield (b.rows, *(t.cpu().numpy() for t in (b.crops, b.thumbs, b.texture)), b.missing)
+
+
+def _collect(batches, store: Path | None, counts: np.ndarray, crop_size: int, thumb_size: int
+             ) -> tuple[tuple, np.ndarray, list[str]]:
+    """(crops, thumbnails, texture), the kept images and the missing files of ``batches`` (``_threaded``,
+    ``_streamed``): written batch by batch into the store's memory-mapped ``.npy`` files (one batch of decoded
+    images in memory at a time), or joined in memory."""
+    arrays = None
+    if store is not None:
+        from numpy.lib.format import open_memmap
+
+        Path(store).mkdir(parents=True, exist_ok=True)
+        arrays = (open_memmap(Path(store) / "crops.npy", "w+", np.uint8, (int(counts.sum()), crop_size, crop_size)),
+                  *(open_memmap(Path(store) / f"{name}.npy", "w+", np.uint8, (len(counts), thumb_size, thumb_size))
+                    for name in ("thumbs", "texture")))
+    at = np.cumsum(counts) - counts  # where each image's crops begin
+    parts, keep, missing = [], [], []
+    for rows, crops, thumbs, texture, gone in batches:
+        keep.append(rows)
+        missing += gone
         if arrays is None:
             parts.append((crops, thumbs, texture))
             continue
-        n = counts[b.rows]
-        arrays[0][np.repeat(at[b.rows] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))] = crops
-        arrays[1][b.rows], arrays[2][b.rows] = thumbs, texture
+        n = counts[rows]
+        arrays[0][np.repeat(at[rows] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))] = crops
+        arrays[1][rows], arrays[2][rows] = thumbs, texture
+    kept = np.concatenate(keep) if keep else np.zeros(0, np.int64)
     if arrays is not None:
         for a in arrays:
             a.flush()
-        return arrays, np.array(keep, np.int64), missing
+        return arrays, kept, missing
     none = (np.zeros((0, crop_size, crop_size), np.uint8), np.zeros((0, thumb_size, thumb_size), np.uint8))
-    return (tuple(np.concatenate([p[i] for p in parts] or [none[min(i, 1)]]) for i in range(3)),
-            np.array(keep, np.int64), missing)
-
-
-def _open_store(store: Path, counts: np.ndarray, n_images: int, crop_size: int, thumb_size: int) -> tuple:
-    """The store's crops, thumbnails and texture as new memory-mapped ``.npy`` files."""
-    from numpy.lib.format import open_memmap
-
-    store = Path(store)
-    store.mkdir(parents=True, exist_ok=True)
-    return (open_memmap(store / "crops.npy", "w+", np.uint8, (int(counts.sum()), crop_size, crop_size)),
-            open_memmap(store / "thumbs.npy", "w+", np.uint8, (n_images, thumb_size, thumb_size)),
-            open_memmap(store / "texture.npy", "w+", np.uint8, (n_images, thumb_size, thumb_size)))
-
-
-def _decode_into(store: Path, pool, work, jobs, counts: np.ndarray, crop_size: int, thumb_size: int,
-                 chunk_images: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Crops, thumbnails and texture of ``jobs`` written into memory-mapped ``.npy`` files under ``store``, at
-    most ``chunk_images`` decoded images in memory at a time."""
-    crops, thumbs, texture = _open_store(store, counts, len(jobs), crop_size, thumb_size)
-    at = np.cumsum(counts) - counts
-    for s in range(0, len(jobs), max(1, chunk_images)):
-        for k, (both, image_crops) in enumerate(pool.map(work, jobs[s:s + chunk_images]), s):
-            thumbs[k], texture[k] = both[0], both[1]
-            crops[at[k]:at[k] + counts[k]] = image_crops
-    for a in (crops, thumbs, texture):
-        a.flush()
-    return crops, thumbs, texture
+    return tuple(np.concatenate([p[i] for p in parts] or [none[min(i, 1)]]) for i in range(3)), kept, missing
