@@ -1,5 +1,6 @@
-"""The work kept between builds (questions/ehrxqa/memo.py): a changed answer sheet re-draws only the image
-templates' items, a changed database or a damaged memo everything; the check runs again only the templates whose
+"""The work kept between builds (questions/ehrxqa/memo.py): an edited table re-draws only the templates whose
+draws read it (the answer sheet: the image templates that found a study), a damaged memo or a changed schema
+everything; the check runs again only the templates whose
 items, or the tables their queries name, changed; and the result is always the one a fresh run gives."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 from ehrxqa_pipeline.ehr import ddl
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, records, sampling
-from ehrxqa_pipeline.questions.ehrxqa.memo import CODE_FILES, code_digest
+from ehrxqa_pipeline.questions.ehrxqa.memo import CODE_FILES, SCHEMA, code_digest
 from ehrxqa_pipeline.questions.ehrxqa.records import check_stored, stored_frame
 from ehrxqa_pipeline.questions.ehrxqa.sampling import DatabaseFiles, SamplingCaps, sample_database
 
@@ -54,7 +55,13 @@ def _sample(files, memo=None):
     return sample_database(files, "gold", 0, CAPS, templates=[BY_INDEX[i] for i in TABLE + IMAGE], memo=memo)
 
 
-def test_the_table_templates_come_from_the_memo_while_the_database_is_unchanged(files, drawn, tmp_path):
+def _reads(memo: Path) -> dict[int, set[str]]:
+    """Template index -> the tables the memo keeps its items under."""
+    return {int(name.split("/")[1]): set(entry["value"]["reads"]) - {SCHEMA}
+            for name, entry in json.loads(memo.read_text()).items()}
+
+
+def test_a_template_is_drawn_again_only_when_a_table_its_draws_read_changes(files, drawn, tmp_path):
     memo = tmp_path / "cache" / "sample.json"
     first = _sample(files, memo)
     assert sorted(i for chunk in drawn for i in chunk) == sorted(TABLE + IMAGE)
@@ -63,35 +70,85 @@ def test_the_table_templates_come_from_the_memo_while_the_database_is_unchanged(
 
     drawn.clear()
     again = _sample(files, memo)
-    assert sorted(i for chunk in drawn for i in chunk) == sorted(IMAGE)
-    assert stored_frame(again).equals(stored_frame(first)) and again.reports == first.reports
+    assert drawn == [] and stored_frame(again).equals(stored_frame(first)) and again.reports == first.reports
 
-    with sqlite3.connect(files.answer_sheet) as c:  # a label edit: the answer sheet changes, the database not
-        c.execute("INSERT INTO tb_cxr_plus VALUES (0, 1, 11, 5, 'x', 'pa', '2104-01-12 00:00:00', 1, 'left lung', 1, "
-                  "'pneumonia', 'disease', NULL, NULL)")
-    drawn.clear()
-    edited = _sample(files, memo)
-    assert sorted(i for chunk in drawn for i in chunk) == sorted(IMAGE)
-    fresh = _sample(files)
-    assert stored_frame(edited).equals(stored_frame(fresh)) and edited.reports == fresh.reports
-
-
-def test_an_edited_database_or_a_damaged_memo_draws_everything_again(files, drawn, tmp_path):
-    memo = tmp_path / "sample.json"
-    _sample(files, memo)
+    reads = _reads(memo)
+    readers = sorted(i for i, tables in reads.items() if "prescriptions" in tables)
+    assert readers and set(readers) < set(TABLE)  # e.g. template 0 asks a drug's intake method
     with sqlite3.connect(files.database) as c:
         assert c.execute("UPDATE prescriptions SET drug = 'warfarin' WHERE drug = 'heparin'").rowcount
     drawn.clear()
     edited = _sample(files, memo)
-    assert sorted(i for chunk in drawn for i in chunk) == sorted(TABLE + IMAGE)
-    assert stored_frame(edited).equals(stored_frame(_sample(files)))
+    assert sorted(i for chunk in drawn for i in chunk) == readers
+    assert stored_frame(edited).equals(stored_frame(_sample(files))) and edited.reports == _sample(files).reports
+    assert not stored_frame(edited).equals(stored_frame(first))  # the edit changed items: those were drawn again
 
+    # a label edit: the answer sheet changes, the database not. These image templates find no study in TB_CXR
+    # (empty pool): they never read TB_CXR_PLUS, and nothing is drawn again.
+    assert all("tb_cxr_plus" not in reads[i] and "tb_cxr" in reads[i] for i in IMAGE)
+    with sqlite3.connect(files.answer_sheet) as c:
+        c.execute("INSERT INTO tb_cxr_plus VALUES (0, 1, 11, 5, 'x', 'pa', '2104-01-12 00:00:00', 1, 'left lung', 1, "
+                  "'pneumonia', 'disease', NULL, NULL)")
+    drawn.clear()
+    assert stored_frame(_sample(files, memo)).equals(stored_frame(edited)) and drawn == []
+
+
+@pytest.fixture
+def image_files(db_path, tmp_path) -> DatabaseFiles:
+    """The hand-built database with images, its TB_CXR_PLUS in an answer sheet file of its own."""
+    database, sheet = tmp_path / "mimic_iv_cxr.db", tmp_path / "tb_cxr_plus.db"
+    database.write_bytes(Path(db_path).read_bytes())
+    sheet.write_bytes(Path(db_path).read_bytes())
+    with sqlite3.connect(database) as c:
+        c.execute("DROP TABLE tb_cxr_plus")
+    return DatabaseFiles(database, sheet)
+
+
+def test_a_label_edit_draws_the_templates_that_read_the_answer_sheet_a_drug_edit_those_that_read_drugs(
+        image_files, drawn, tmp_path):
+    """Image templates, and image+table ones of diagnoses and of prescriptions (which read the events of both),
+    on the hand-built database with images: each edit re-draws what read the edited table, and the result is
+    the one a fresh run gives."""
+    chosen = [BY_INDEX[i] for i in (1001, 2001, 3000, 5000, 5020)]
+    memo = tmp_path / "sample.json"
+
+    def sample(memo=None):
+        return sample_database(image_files, "gold", 0, CAPS, templates=chosen, memo=memo)
+
+    assert stored_frame(sample(memo)).height > 2 * len(chosen) - 3
+    reads = _reads(memo)
+    assert all({"tb_cxr", "tb_cxr_plus"} <= reads[t.index] for t in chosen)
+    assert [i for i in sorted(reads) if "prescriptions" in reads[i]] == [5000, 5020]
+    with sqlite3.connect(image_files.answer_sheet) as c:  # a label flip
+        assert c.execute("UPDATE tb_cxr_plus SET relation = 1 - relation WHERE row_id = 3").rowcount
+
+    def drawn_again() -> list[int]:
+        drawn.clear()
+        edited = sample(memo)
+        again = sorted(i for chunk in drawn for i in chunk)
+        assert stored_frame(edited).equals(stored_frame(sample()))
+        return again
+
+    assert drawn_again() == [t.index for t in chosen]
+    with sqlite3.connect(image_files.database) as c:
+        assert c.execute("UPDATE prescriptions SET drug = upper(drug)").rowcount
+    assert drawn_again() == [5000, 5020]
+
+
+def test_a_damaged_memo_or_a_changed_schema_draws_everything_again(files, drawn, tmp_path):
+    memo = tmp_path / "sample.json"
+    first = _sample(files, memo)
     memo.write_text(memo.read_text()[:100])  # cut short: an empty memo
     drawn.clear()
-    assert stored_frame(_sample(files, memo)).equals(stored_frame(edited))
+    assert stored_frame(_sample(files, memo)).equals(stored_frame(first))
     assert sorted(i for chunk in drawn for i in chunk) == sorted(TABLE + IMAGE)
-    _sample(files, memo)
     json.loads(memo.read_text())  # written whole again
+
+    with sqlite3.connect(files.database) as c:  # an index: the order of rows a query returns unordered
+        c.execute("CREATE INDEX prescriptions_drug ON prescriptions (drug)")
+    drawn.clear()
+    assert stored_frame(_sample(files, memo)).equals(stored_frame(first))
+    assert sorted(i for chunk in drawn for i in chunk) == sorted(TABLE + IMAGE)
 
 
 def test_a_table_chunk_cannot_read_the_answer_sheet(files):

@@ -18,6 +18,8 @@ draws values for one template (paper section 4.1.4, stages 1-4):
 It keeps a draw only when every study reference resolves to exactly one study (for 2-image, the compared
 study strictly earlier than the target), the gold SQL executes without error, and the answer is valid
 (no NULL; exactly one row where ``template.one_row``).
+What the filler keeps between draws and templates is kept through its ``trace`` (``reads.TableReads``), which
+says which tables each template's draws read (the sampling memo's key).
 ``fill_items(conn, seed)`` fills every template with its own generator
 ``rng.generator(seed, "ehrxqa.image.<index>")``; ``instantiate(template, values)`` builds one item from given
 values (same validity rules).
@@ -27,12 +29,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from functools import cached_property
-
 import numpy as np
 
 from ehrxqa_pipeline.questions.ehrxqa.item import FilledItem
 from ehrxqa_pipeline.questions.ehrxqa.multimodal import EVENTS
+from ehrxqa_pipeline.questions.ehrxqa.reads import TableReads, cached_read
 from ehrxqa_pipeline.questions.ehrxqa.registry import CATALOG
 from ehrxqa_pipeline.questions.ehrxqa.slots import AGE_GROUP, IMAGE_EXACT, UNIT_COUNT, TimeFilter, WithinFilter
 from ehrxqa_pipeline.questions.ehrxqa.table_draws import draw_table
@@ -66,38 +67,42 @@ def _age_group(age: int) -> str | None:
 
 class ImageFiller:
     def __init__(self, conn: sqlite3.Connection):
-        self.conn = conn
-        self.studies = conn.execute("select subject_id, study_id, studydatetime, hadm_id from tb_cxr "
-                                    "order by subject_id, studydatetime, study_id").fetchall()
+        self.trace = TableReads(conn)  # what each template's draws read (``reads``)
+        self.conn = self.trace.conn  # ``conn``, counting the tables each statement names
+        with self.trace.frame() as read:
+            self.studies = self.conn.execute("select subject_id, study_id, studydatetime, hadm_id from tb_cxr "
+                                             "order by subject_id, studydatetime, study_id").fetchall()
+        self.read_at_start = frozenset(read)  # read for every template
         self.time_of = {row[1]: row[2] for row in self.studies}
         self.by_patient: dict[int, list[tuple]] = {}
         for row in self.studies:
             self.by_patient.setdefault(row[0], []).append(row)
-        self._containing: dict[str, tuple[TimeFilter, ...]] = {}
-        self._resolved: dict[str, tuple] = {}  # a reference query -> the study ids it returns (``studies_of``)
-        self._last_answer: tuple[str, list] | None = None  # (gold SQL, its answer): ``answer``
+        self._last_answer: tuple[str, list, frozenset] | None = None  # (gold SQL, its answer, tables): ``answer``
 
     def answer(self, sql: str) -> list:
         """``run_sql(self.conn, sql)``, run once for two calls in a row with the same ``sql``: a list template's
         draw runs its gold SQL to see that the answer is not empty (``table_draws.draw_table``), then
         ``instantiate`` needs the same answer (running it twice was 40 % of the table templates' sampling)."""
         if self._last_answer is None or self._last_answer[0] != sql:
-            self._last_answer = (sql, run_sql(self.conn, sql))
+            with self.trace.frame() as read:
+                answer = run_sql(self.conn, sql)
+            self._last_answer = (sql, answer, frozenset(read))
+        self.trace.note(self._last_answer[2])
         return list(self._last_answer[1])  # each caller its own list
 
     # -- the answer sheet (TB_CXR_PLUS), read on first use: table templates never read it ---------------------
-    @cached_property
+    @cached_read
     def pairs(self) -> list[tuple]:
         """The (object, attribute, category) pool."""
         return self.conn.execute("select distinct object, attribute, category from tb_cxr_plus where object is not "
                                  "null and attribute is not null and category is not null "
                                  "order by object, attribute").fetchall()
 
-    @cached_property
+    @cached_read
     def category_of(self) -> dict[str, str]:
         return {a: c for _, a, c in self.pairs}
 
-    @cached_property
+    @cached_read
     def positives(self) -> dict[int, list[tuple]]:
         """study id -> its positive (object, attribute, category) labels."""
         out: dict[int, list[tuple]] = {}
@@ -107,7 +112,7 @@ class ImageFiller:
         return out
 
     # -- table events (image+table templates), read on first use -------------------------------------------
-    @cached_property
+    @cached_read
     def events(self) -> dict[str, dict[int, list[tuple]]]:
         """table -> patient -> [(name, time, hadm_id)] ordered by time, for the patients with studies."""
         out: dict[str, dict[int, list[tuple]]] = {}
@@ -119,16 +124,16 @@ class ImageFiller:
             out[table] = per
         return out
 
-    @cached_property
+    @cached_read
     def age_of(self) -> dict[int, int]:
         return dict(self.conn.execute("select hadm_id, age from admissions where age is not null"))
 
-    @cached_property
+    @cached_read
     def gender_of(self) -> dict[int, str]:
         return dict(self.conn.execute("select subject_id, gender from patients"))
 
     # -- visual values -----------------------------------------------------------------------------------
-    @cached_property
+    @cached_read
     def _vocab(self) -> tuple[set, set, list[str], list[str], list[str]]:
         """(object, attribute) and (object, category) pairs of the label pool, and its sorted objects,
         attributes and categories: what every visual draw consults (built once, not per draw)."""
@@ -191,9 +196,7 @@ class ImageFiller:
     def filters_containing(self, t: str) -> tuple[TimeFilter, ...]:
         """The absolute, relative and mixed filters that contain an event at ``t``, in a fixed order (worked out
         once per time: a template's draws come back to the same studies and events)."""
-        if t not in self._containing:
-            self._containing[t] = tuple(self._filters_containing(t))
-        return self._containing[t]
+        return self.trace.cached(("filters_containing", t), lambda: tuple(self._filters_containing(t)))
 
     def _filters_containing(self, t: str) -> list[TimeFilter]:
         y, m = int(t[:4]), int(t[5:7])
@@ -299,9 +302,8 @@ class ImageFiller:
     def studies_of(self, ref: str) -> tuple:
         """The study ids a reference query returns, worked out once per query: a template's draws come back to
         the same studies (the database does not change while items are sampled from it)."""
-        if ref not in self._resolved:
-            self._resolved[ref] = tuple(r[0] for r in self.conn.execute(postprocess_query(ref)).fetchall())
-        return self._resolved[ref]
+        return self.trace.cached(("studies_of", ref), lambda: tuple(
+            r[0] for r in self.conn.execute(postprocess_query(ref)).fetchall()))
 
     def instantiate(self, t, v: dict) -> FilledItem | None:
         """The item of template ``t`` with values ``v``, or None when the values give no valid item."""

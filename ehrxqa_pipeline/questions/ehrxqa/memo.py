@@ -7,14 +7,16 @@ The check keeps, per database and template, that the template's items passed, un
 content of each table their queries name (``table_digests``, ``tables_named``) and, for image templates, the
 answer sheet's file and the tables the oracle reads besides (``ORACLE_TABLES``): an EHR table edit re-checks the
 templates that name the table (a lab edit at full scale: 21 of the 416 silver templates), a label edit the image
-templates. Sampling and the scores' table items are kept by database file, as below.
+templates. Sampling keeps each template's items under the content of the tables its draws read (``reads``,
+``content_digests``): a lab name edit re-draws the templates that read the lab tables. The scores' table items are
+kept by database file.
 
 A table template (scopes TABLE-*) reads the database's MIMIC-IV tables and nothing of TB_CXR_PLUS: sampling and
 the consistency check run its items on a connection without the answer sheet attached (and, in the check,
-without a VQA module), where a query that read the answer sheet or asked an image question would fail. So what
-they produce is a function of the database file, the sampling code and the arguments alone. A label edit changes
-the answer sheet, never the database: the gold side's sampling and check then redo the image and image+table
-templates only (at full scale the table templates are about half of the sampling and a third of the check).
+without a VQA module), where a query that read the answer sheet or asked an image question would fail. A label
+edit changes the answer sheet, never the database: the gold side's check then redoes the image and image+table
+templates only, and its sampling those whose draws read TB_CXR_PLUS (at full scale the table templates are about
+half of the sampling and a third of the check).
 
 ``ResultMemo`` keeps one JSON value per name in a file under EHRXQA_HOME/cache, with a digest of everything it
 was made from (``inputs``); ``get`` answers only for those same inputs. ``code_digest()`` is the digest of the code
@@ -81,6 +83,23 @@ def table_digests(database: Path) -> dict[str, str]:
     return digests
 
 
+SCHEMA = "@schema"  # ``content_digests``' entry for a database's schema: every table, index and view definition
+ANSWER_SHEET_TABLE = "tb_cxr_plus"
+
+
+def content_digests(database: Path, answer_sheet: Path | None = None) -> dict[str, str]:
+    """What sampling may read of a database and its answer sheet, each part by content: each table of the
+    database (``table_digests``), its whole schema (``SCHEMA``: an index changes the order of rows a query
+    returns unordered) and TB_CXR_PLUS by the answer sheet's file when that is another file."""
+    digests = table_digests(database)
+    with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as con:
+        schema = con.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+    digests[SCHEMA] = bytes_digest(repr(schema).encode())
+    if answer_sheet is not None and Path(answer_sheet).resolve() != Path(database).resolve():
+        digests[ANSWER_SHEET_TABLE] = file_digest(answer_sheet)
+    return digests
+
+
 def tables_named(items: pl.DataFrame, tables: Iterable[str], by: str = "template_index",
                  queries: tuple[str, ...] = ("gold_sql", "neural_sql")) -> dict:
     """Each value of column ``by`` -> the ``tables`` (sorted) whose name appears as a word in the ``queries``
@@ -133,6 +152,12 @@ class ResultMemo:
             self.entries[name], self._changed = entry, True
         if save:
             self.save()
+
+    def keep_only(self, names: Iterable[str]) -> None:
+        """Drop every entry but ``names`` (those of templates no longer drawn, of a memo's older layout)."""
+        names = set(names)
+        if set(self.entries) - names:
+            self.entries, self._changed = {k: v for k, v in self.entries.items() if k in names}, True
 
     def save(self) -> None:
         """Write the file if a ``put`` changed an entry since it was read or last written."""

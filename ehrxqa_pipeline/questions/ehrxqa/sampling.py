@@ -23,9 +23,10 @@ Entry points: ``sample_database(files, database, seed, caps, templates, workers)
 (what ehrxqa/silver and ehrxqa/gold each run), ``sample_ehrxqa(silver, gold, ...)`` of both (items as plain
 data in release order, one ``TemplateReport`` per template and database); ``sample_templates`` for one database.
 
-Table templates are drawn on the database without its answer sheet (they read no label), so a label edit re-draws
-only the others: ``sample_database(..., memo=path)`` keeps the table templates' items under the database file's
-content hash (``memo.py``). A worker process keeps its connection and filler across chunks (``kept_open``).
+Table templates are drawn on the database without its answer sheet (they read no label).
+``sample_database(..., memo=path)`` keeps each template's items under the content of the tables its draws read
+(``reads.py``, ``memo.py``): an edit re-draws only the templates that read what it changed. A worker process keeps its
+connection and filler across chunks (``kept_open``).
 
 ``open_database(db, answer_sheet)`` opens an exported database read-only with its answer sheet attached. A sheet
 without an index on study_id (exports before that index existed) is read through an indexed in-memory copy:
@@ -48,7 +49,7 @@ import numpy as np
 from ehrxqa_pipeline.hashing import stat_key
 from ehrxqa_pipeline.names import DATASET_SPLITS, SIDE_SPLITS
 from ehrxqa_pipeline.questions.ehrxqa import BY_INDEX, CATALOG, FilledItem, ImageFiller
-from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo, table_scope
+from ehrxqa_pipeline.questions.ehrxqa.memo import SCHEMA, ResultMemo, content_digests, table_scope
 from ehrxqa_pipeline.questions.ehrxqa.table_pools import empty_pool_reason as table_empty_pool_reason
 from ehrxqa_pipeline.questions.ehrxqa.unanswerable import unanswerable_items
 from ehrxqa_pipeline.rng import generator
@@ -235,16 +236,21 @@ def sample_template(filler: ImageFiller, template, rng: np.random.Generator, cap
 
 
 def sample_templates(conn: sqlite3.Connection | ImageFiller, database: str, seed: int, caps: SamplingCaps,
-                     templates: Sequence) -> tuple[dict[int, list[SampledItem]], list[TemplateReport]]:
+                     templates: Sequence, reads: dict | None = None
+                     ) -> tuple[dict[int, list[SampledItem]], list[TemplateReport]]:
     """Kept items per template index (split still unset: '') and one report per template, for one database;
-    ``conn``: a connection to it, or a filler already made on one."""
+    ``conn``: a connection to it, or a filler already made on one. ``reads``: filled with each template index ->
+    the tables its draws read (sorted; ``reads.TableReads``), what the filler read when it was made included."""
     if database not in DATABASES:
         raise ValueError(f"database must be one of {DATABASES}, got {database!r}")
     filler = conn if isinstance(conn, ImageFiller) else ImageFiller(conn)
     items, reports = {}, []
     for t in templates:
         rng = generator(seed, f"ehrxqa.sample.{database}.{t.index}")
-        kept, report = sample_template(filler, t, rng, caps.cap(database), database, caps)
+        with filler.trace.frame() as read:
+            kept, report = sample_template(filler, t, rng, caps.cap(database), database, caps)
+        if reads is not None:
+            reads[t.index] = sorted(read | filler.read_at_start)
         items[t.index] = [SampledItem.of(item, "", database, d) for d, item in enumerate(kept)]
         reports.append(report)
     return items, reports
@@ -299,7 +305,9 @@ def _sample_chunk(files: DatabaseFiles, database: str, seed: int, caps: Sampling
     templates runs on the database without its answer sheet."""
     sheet = not all(table_scope(BY_INDEX[i].scope) for i in indices)
     filler = kept_open(files, sheet).once("filler", ImageFiller)
-    return sample_templates(filler, database, seed, caps, [BY_INDEX[i] for i in indices])
+    reads: dict[int, list[str]] = {}
+    items, reports = sample_templates(filler, database, seed, caps, [BY_INDEX[i] for i in indices], reads)
+    return items, reports, reads
 
 
 CHUNKS_PER_WORKER = 4  # template chunks per worker and database: progress is reported as each is done
@@ -373,26 +381,34 @@ def sample_database(files: DatabaseFiles, database: str, seed: int, caps: Sampli
     template and database draws from its own generators, so one database is sampled without the other and
     gives the items ``sample_ehrxqa`` gives for it. ``workers`` > 1 samples template chunks in that many
     processes; the result does not change. ``progress(message)`` is called as each chunk is done.
-    ``memo``: a JSON file (EHRXQA_HOME/cache) that keeps the table templates' items and reports: drawn from
-    the same database file with the same code, seed and caps, they are read from there (``memo.ResultMemo``);
-    the result does not change. A label edit changes the answer sheet only, so it re-draws the others alone."""
+    ``memo``: a JSON file (EHRXQA_HOME/cache) that keeps each template's items and report with the tables its
+    draws read (``reads``): drawn with the same code, seed and caps from tables of the same content
+    (``memo.content_digests``), they are read from there (``memo.ResultMemo``); the result does not change. A
+    label edit changes the answer sheet only: it re-draws the templates that read TB_CXR_PLUS; a lab name edit
+    those that read the lab tables."""
     if database not in DATABASES:
         raise ValueError(f"database must be one of {DATABASES}, got {database!r}")
     index = _check_templates(templates)
     items: dict[int, list[SampledItem]] = {}
     reports: dict[int, TemplateReport] = {}
-    is_table = {i: table_scope(BY_INDEX[i].scope) for i in index}
-    tables = [i for i in index if is_table[i]]
-    table_memo = ResultMemo(memo if tables else None)
-    inputs = table_memo.inputs(files.database, seed, asdict(caps), database, tables) if table_memo.path else ""
-    if (hit := table_memo.get(f"{database}/table_templates", inputs)) is not None:
-        items.update({int(i): [SampledItem(**x) for x in got] for i, got in hit["items"].items()})
-        reports.update({r["template_index"]: TemplateReport(**r) for r in hit["reports"]})
-        if progress is not None:
-            progress(f"{database}: {len(tables)} table templates' items read from the memo (database unchanged)")
+    drawn = ResultMemo(memo)
+    now = content_digests(files.database, files.answer_sheet) if drawn.path else {}
+
+    def inputs(i: int) -> str:
+        return drawn.inputs(None, seed, asdict(caps), database, i)
+
+    for i in index if drawn.path else ():
+        hit = drawn.get(f"{database}/{i}", inputs(i))
+        if isinstance(hit, dict) and all(now.get(table) == digest for table, digest in hit["reads"].items()):
+            items[i] = [SampledItem(**x) for x in hit["items"]]
+            reports[i] = TemplateReport(**hit["report"])
+    if reports and progress is not None:
+        progress(f"{database}: {len(reports)} of {len(index)} templates' items read from the memo (the tables "
+                 "their draws read are unchanged)")
     chunks = max(1, workers) * CHUNKS_PER_WORKER
-    groups = [[i for i in tables if i not in reports],  # each chunk all table templates or none
-              [i for i in index if not is_table[i]]]
+    is_table = {i: table_scope(BY_INDEX[i].scope) for i in index}
+    groups = [[i for i in index if is_table[i] and i not in reports],  # each chunk all table templates or none
+              [i for i in index if not is_table[i] and i not in reports]]
     jobs = [(files, database, seed, caps, g[k::chunks]) for g in groups for k in range(chunks) if g[k::chunks]]
 
     def done(k: int, result) -> None:
@@ -400,13 +416,16 @@ def sample_database(files: DatabaseFiles, database: str, seed: int, caps: Sampli
             progress(f"{database}: {len(jobs[k][4])} templates sampled, {sum(map(len, result[0].values()))} "
                      f"items (chunk {k + 1} of {len(jobs)})")
 
-    for got, reps in run_parallel(_sample_chunk, jobs, workers, done):
+    for got, reps, reads in run_parallel(_sample_chunk, jobs, workers, done):
         items.update(got)
         reports.update({r.template_index: r for r in reps})
-    if table_memo.path and hit is None:
-        table_memo.put(f"{database}/table_templates", inputs, {
-            "items": {str(i): [asdict(x) for x in items[i]] for i in tables},
-            "reports": [asdict(reports[i]) for i in tables]})
+        for i, tables in reads.items():
+            if drawn.path and all(t in now for t in tables):  # (a table it cannot key by: drawn again next time)
+                drawn.put(f"{database}/{i}", inputs(i), {
+                    "reads": {t: now[t] for t in [*tables, SCHEMA]},
+                    "items": [asdict(x) for x in got[i]], "report": asdict(reports[i])}, save=False)
+    drawn.keep_only(f"{database}/{i}" for i in index)
+    drawn.save()
     per_split: dict[str, list[SampledItem]] = {s: [] for s in SIDE_SPLITS[database]}
     for i in index:
         for split, kept in _distribute(database, items[i], generator(seed, f"ehrxqa.split.{i}"), caps).items():

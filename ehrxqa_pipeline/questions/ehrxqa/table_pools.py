@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter, namedtuple
-from functools import cached_property
 
 from ehrxqa_pipeline.questions.ehrxqa import slots
+from ehrxqa_pipeline.questions.ehrxqa.reads import TableReads, cached_read
 from ehrxqa_pipeline.questions.ehrxqa.table_sources import SOURCES
 from ehrxqa_pipeline.questions.ehrxqa.vqa_gold import q
 
@@ -54,48 +54,43 @@ POOLS = {  # source -> (SQL: subject_id, hadm_id, stay_id, time, fields...; fiel
 }
 POOLS["emergency"] = POOLS["admission"]  # anchored at any admission: "has been to an emergency room" varies
 class TablePools:
-    """Event rows per source (read on first use) and each patient's visits."""
+    """Event rows per source (read on first use) and each patient's visits, kept through ``trace`` (the filler's:
+    each use counts the tables read to make it, ``reads``)."""
 
-    def __init__(self, conn: sqlite3.Connection):
-        self.conn = conn
-        self._rows: dict[tuple, list[Row]] = {}
-        self._by: dict[tuple, dict[int, list[Row]]] = {}
+    def __init__(self, conn: sqlite3.Connection, trace: TableReads | None = None):
+        self.trace = trace or TableReads(conn)
+        self.conn = self.trace.conn
 
     def rows(self, source: str, visit: str | None = None, finished: bool = False) -> list[Row]:
         """The source's rows (in a ``visit`` such as 'rel-hosp-cur' of their patient; with an end time)."""
-        key = (source, visit, finished)
-        if key not in self._rows:
-            if visit is None and not finished:
-                sql, fields = POOLS[source]
-                rows = [Row(r[0], r[1], r[2], r[3], dict(zip(fields, r[4:]))) for r in self.conn.execute(sql)]
-            else:
-                rows = self.rows(source)
-                if visit is not None:
-                    kind = visit.split("-")[1]
-                    rows = [r for r in rows
-                            if visit in self.visit_tags.get((kind, r.stay if kind == "icu" else r.hadm), [])]
-                if finished:
-                    rows = [r for r in rows if r.fields["end"] is not None]
-            self._rows[key] = rows
-        return self._rows[key]
+        return self.trace.cached(("rows", source, visit, finished), lambda: self._rows(source, visit, finished))
+
+    def _rows(self, source: str, visit: str | None, finished: bool) -> list[Row]:
+        if visit is None and not finished:
+            sql, fields = POOLS[source]
+            return [Row(r[0], r[1], r[2], r[3], dict(zip(fields, r[4:]))) for r in self.conn.execute(sql)]
+        rows = self.rows(source)
+        if visit is not None:
+            kind = visit.split("-")[1]
+            rows = [r for r in rows if visit in self.visit_tags.get((kind, r.stay if kind == "icu" else r.hadm), [])]
+        if finished:
+            rows = [r for r in rows if r.fields["end"] is not None]
+        return rows
 
     def by_patient(self, source: str, visit: str | None = None, finished: bool = False) -> dict[int, list[Row]]:
-        key = (source, visit, finished)
-        if key not in self._by:
+        def per_patient() -> dict[int, list[Row]]:
             per: dict[int, list[Row]] = {}
-            for r in self.rows(*key):
+            for r in self.rows(source, visit, finished):
                 per.setdefault(r.subject, []).append(r)
-            self._by[key] = per
-        return self._by[key]
+            return per
+        return self.trace.cached(("by_patient", source, visit, finished), per_patient)
 
     def values(self, source: str, field: str) -> list:
         """The distinct non-null values of one field of a source, sorted."""
-        key = ("values", source, field)
-        if key not in self._by:
-            self._by[key] = sorted({r.fields[field] for r in self.rows(source)} - {None})
-        return self._by[key]
+        return self.trace.cached(("values", source, field),
+                                 lambda: sorted({r.fields[field] for r in self.rows(source)} - {None}))
 
-    @cached_property
+    @cached_read
     def visit_tags(self) -> dict[tuple[str, int], list[str]]:
         """(hosp / icu, hadm_id / stay_id) -> the visit filters selecting that visit of its patient."""
         out: dict[tuple[str, int], list[str]] = {}
@@ -116,15 +111,15 @@ class TablePools:
                         tags.append(f"rel-{kind}-last")
         return out
 
-    @cached_property
+    @cached_read
     def gender_of(self) -> dict[int, str]:
         return dict(self.conn.execute("select subject_id, gender from patients"))
 
-    @cached_property
+    @cached_read
     def age_of(self) -> dict[int, int]:
         return dict(self.conn.execute("select hadm_id, age from admissions"))
 
-    @cached_property
+    @cached_read
     def dod_of(self) -> dict[int, str]:
         return dict(self.conn.execute("select subject_id, dod from patients where dod is not null"))
 
@@ -132,7 +127,7 @@ class TablePools:
 def pools_of(filler) -> TablePools:
     """The filler's table pools, created on first use."""
     if getattr(filler, "_table_pools", None) is None:
-        filler._table_pools = TablePools(filler.conn)
+        filler._table_pools = TablePools(filler.conn, filler.trace)
     return filler._table_pools
 
 
