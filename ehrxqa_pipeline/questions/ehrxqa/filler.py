@@ -148,6 +148,7 @@ class ImageFiller:
     def visual(self, vqa_key: str, rng: np.random.Generator, studies: list[int], tries: int = 100) -> dict | None:
         cols = get_template(vqa_key).columns
         objects, attributes, categories = self._vocab[2:]
+        category_of = self.category_of
         seeds = [p for s in studies for p in self.positives.get(s, [])]
         for _ in range(tries):
             seed = _pick(rng, seeds) if seeds and rng.random() < 0.5 else None
@@ -157,7 +158,7 @@ class ImageFiller:
                     if col not in cols:
                         continue
                     if kind == "category" and "attribute_1" in v:
-                        v[col] = self.category_of[v["attribute_1"]]
+                        v[col] = category_of[v["attribute_1"]]
                         continue
                     v[col] = seed[pos] if seed is not None and i == 0 else _pick(rng, pool)
             if any(v.get(f"{k}_1") is not None and v.get(f"{k}_1") == v.get(f"{k}_2")
@@ -166,7 +167,7 @@ class ImageFiller:
             objs = [v[c] for c in ("object_1", "object_2") if c in v]
             attrs = [v[c] for c in ("attribute_1", "attribute_2") if c in v]
             cats = [v[c] for c in ("category_1", "category_2") if c in v]
-            if "category_1" in cols and attrs and any(self.category_of[x] != cats[0] for x in attrs):
+            if "category_1" in cols and attrs and any(category_of[x] != cats[0] for x in attrs):
                 continue  # choose templates: both offered attributes of the asked category
             if self._valid(objs, attrs, [] if attrs else cats):
                 return v

@@ -111,4 +111,10 @@ class cached_read(Generic[T]):
     def __get__(self, instance, owner=None):
         if instance is None:
             return self
-        return instance.trace.cached(self, lambda: self.make(instance))  # (two owners may share a trace)
+        trace = instance.trace
+        kept = trace._kept.get(self)  # keyed by this descriptor: two owners may share a trace
+        if kept is None:  # (``cached``, inlined where it is found: read in the filler's inner loops)
+            return trace.cached(self, lambda: self.make(instance))
+        if trace._frames:
+            trace.note(kept[1])
+        return kept[0]

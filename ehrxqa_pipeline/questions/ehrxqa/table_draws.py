@@ -212,7 +212,8 @@ class _Draw:
         """Survival / mortality / death / return: a diagnosis name (usually of a patient who died), its first
         time t0 for that patient, a survival period that t0 allows, a window that usually covers the outcome."""
         rows = self.rows(0)
-        dead = [r for r in rows if r.subject in self.p.dod_of]
+        dod_of = self.p.dod_of  # (one lookup: a kept value counts its tables at each use)
+        dead = [r for r in rows if r.subject in dod_of]
         anchor = _pick(self.rng, dead) if dead and self.chance(0.6) else _pick(self.rng, rows)
         if anchor is None:
             return None

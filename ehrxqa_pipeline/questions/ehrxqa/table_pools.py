@@ -71,8 +71,8 @@ class TablePools:
             return [Row(r[0], r[1], r[2], r[3], dict(zip(fields, r[4:]))) for r in self.conn.execute(sql)]
         rows = self.rows(source)
         if visit is not None:
-            kind = visit.split("-")[1]
-            rows = [r for r in rows if visit in self.visit_tags.get((kind, r.stay if kind == "icu" else r.hadm), [])]
+            kind, tags = visit.split("-")[1], self.visit_tags
+            rows = [r for r in rows if visit in tags.get((kind, r.stay if kind == "icu" else r.hadm), [])]
         if finished:
             rows = [r for r in rows if r.fields["end"] is not None]
         return rows
