@@ -9,7 +9,7 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,18 +52,27 @@ DIGESTS_FILE = "file_digests.json"  # where ``ehrxqa build`` keeps them (EHRXQA_
 
 
 def _remembered(path: Path, algorithm: str, new) -> str:
-    key, before = f"{algorithm}:{path.absolute()}", stat_key(path.stat())
+    def digest() -> str:
+        h = new()
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                h.update(chunk)
+        return h.hexdigest()
+    return remembered(path, algorithm, digest)
+
+
+def remembered(path: Path, kind: str, compute: Callable[[], str]) -> str:
+    """``compute()``, a text that depends on the content of the file ``path`` alone (a digest of it: ``kind``
+    names which), remembered as file digests are (by the file's ``stat_key``; kept by ``remembering``)."""
+    path = Path(path)
+    key, before = f"{kind}:{path.absolute()}", stat_key(path.stat())
     hit = _DIGESTS.get(key)
     if hit is not None and hit[:-1] == before:
         return hit[-1]
-    h = new()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    digest = h.hexdigest()
+    value = compute()
     if stat_key(path.stat()) == before:
-        _DIGESTS[key] = [*before, digest]
-    return digest
+        _DIGESTS[key] = [*before, value]
+    return value
 
 
 @contextmanager

@@ -287,3 +287,18 @@ def test_the_tables_a_templates_queries_name_are_found_as_words_in_any_case():
     assert tables_named(items, tables) == {1: ["admissions", "d_labitems", "labevents"],
                                            3: ["cost", "patients"]}  # a name in a string counts: it only redoes more
     assert tables_named(items, []) == {} and tables_named(items.clear(), tables) == {}
+
+
+def test_table_digests_are_read_again_only_when_the_file_changed(files, monkeypatch):
+    from ehrxqa_pipeline import hashing
+    from ehrxqa_pipeline.questions.ehrxqa import memo
+
+    monkeypatch.setattr(hashing, "_DIGESTS", {})
+    calls, real = [], memo._table_digests
+    monkeypatch.setattr(memo, "_table_digests", lambda path: calls.append(path) or real(path))
+    first = memo.table_digests(files.database)
+    assert memo.table_digests(files.database) == first and len(calls) == 1
+    with sqlite3.connect(files.database) as c:
+        c.execute("UPDATE patients SET gender = 'x' WHERE rowid = 1")
+    edited = memo.table_digests(files.database)
+    assert len(calls) == 2 and {k for k in first if edited[k] != first[k]} == {"patients"}
