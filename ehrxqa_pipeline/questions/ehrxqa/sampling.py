@@ -400,7 +400,7 @@ def sample_database(files: DatabaseFiles, database: str, seed: int, caps: Sampli
     for i in index if drawn.path else ():
         hit = drawn.get(f"{database}/{i}", inputs(i))
         if isinstance(hit, dict) and all(now.get(table) == digest for table, digest in hit["reads"].items()):
-            items[i] = [SampledItem(**x) for x in hit["items"]]
+            items[i] = [_from_memo(x) for x in hit["items"]]
             reports[i] = TemplateReport(**hit["report"])
     if reports and progress is not None:
         progress(f"{database}: {len(reports)} of {len(index)} templates' items read from the memo (the tables "
@@ -423,7 +423,7 @@ def sample_database(files: DatabaseFiles, database: str, seed: int, caps: Sampli
             if drawn.path and all(t in now for t in tables):  # (a table it cannot key by: drawn again next time)
                 drawn.put(f"{database}/{i}", inputs(i), {
                     "reads": {t: now[t] for t in [*tables, SCHEMA]},
-                    "items": [asdict(x) for x in got[i]], "report": asdict(reports[i])}, save=False)
+                    "items": [_to_memo(x) for x in got[i]], "report": asdict(reports[i])}, save=False)
     drawn.keep_only(f"{database}/{i}" for i in index)
     drawn.save()
     per_split: dict[str, list[SampledItem]] = {s: [] for s in SIDE_SPLITS[database]}
@@ -435,6 +435,28 @@ def sample_database(files: DatabaseFiles, database: str, seed: int, caps: Sampli
                                        generator(seed, "ehrxqa.split.unanswerable"), caps).items():
             per_split[split] += kept
     return Sample([x for s in SIDE_SPLITS[database] for x in per_split[s]], [reports[i] for i in index])
+
+
+# SampledItem fields that repeat a key of the item's record: kept once in the sampling memo, whose file (about 100 MB
+# for the silver side at full scale) is read at every sampling and written at every change
+_IN_RECORD = {"question": "template", "gold_sql": "_gold_program", "neural_sql": "query", "answer": "answer"}
+
+
+def _to_memo(item: SampledItem) -> dict:
+    """``item`` as the memo keeps it: its fields (a shallow copy: ``asdict`` copied every nested value, seconds
+    at full scale), less those equal to their record's key (``same``: restored by ``_from_memo``)."""
+    row = dict(vars(item))
+    row["same"] = [f for f, key in _IN_RECORD.items() if key in item.record and item.record[key] == row[f]]
+    for f in row["same"]:
+        del row[f]
+    return row
+
+
+def _from_memo(kept: dict) -> SampledItem:
+    row = dict(kept)  # (the memo's entry stays as read: it is written back when another template changes)
+    for f in row.pop("same", ()):
+        row[f] = row["record"][_IN_RECORD[f]]
+    return SampledItem(**row)
 
 
 def sample_ehrxqa(silver: DatabaseFiles, gold: DatabaseFiles, seed: int, caps: SamplingCaps = SamplingCaps(),
