@@ -96,11 +96,14 @@ def content_digests(database: Path, answer_sheet: Path | None = None) -> dict[st
     """What sampling may read of a database and its answer sheet, each part by content: each table of the
     database (``table_digests``), its whole schema (``SCHEMA``: an index changes the order of rows a query
     returns unordered) and TB_CXR_PLUS by the answer sheet's file when that is another file."""
+    if not Path(database).is_file():
+        return {}  # (nothing is kept; opening the database then names the missing file and the fix)
     digests = table_digests(database)
     with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as con:
         schema = con.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name").fetchall()
     digests[SCHEMA] = bytes_digest(repr(schema).encode())
-    if answer_sheet is not None and Path(answer_sheet).resolve() != Path(database).resolve():
+    if answer_sheet is not None and Path(answer_sheet).is_file() and \
+            Path(answer_sheet).resolve() != Path(database).resolve():
         digests[ANSWER_SHEET_TABLE] = file_digest(answer_sheet)
     return digests
 
