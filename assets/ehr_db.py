@@ -6,20 +6,26 @@ labelled changed (issue 23)."""
 import dagster as dg
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
-from assets.metadata import check_results, table_result
+from assets.freshness import latest_data_version
+from assets.metadata import check_results, content_digest, table_result
 from assets.cxr_labels import GOLD_LATER_KEY, LABEL_KEYS, images_key
 from assets.ingest import ingest_key
 from assets.splits import COHORT_KEYS, SPLIT_KEYS
 from ehrxqa_pipeline import names
-from ehrxqa_pipeline.ehr.build import build_answer_sheet, build_database
+from ehrxqa_pipeline.ehr.build import ANSWER_SHEET_CODE, answer_sheet_reads, build_answer_sheet, build_database, \
+    kept_answer_sheet, kept_record
 from ehrxqa_pipeline.ehr.checks import run_answer_sheet_checks, run_checks
 from ehrxqa_pipeline.ehr.config import DbConfig
 from ehrxqa_pipeline.ehr.export import export_answer_sheet, export_database
+from ehrxqa_pipeline.hashing import combine
+from ehrxqa_pipeline.questions.ehrxqa.memo import ResultMemo
 from ehrxqa_pipeline.sources.images import images_dir
 from ehrxqa_pipeline.sources.schema import MIMICIV_FILES
 from resources import PipelineConfig, Warehouse
 
 DB_KEYS = {w: dg.AssetKey([names.EHR_DB, w]) for w in ("silver", "gold")}
+BOXES_KEY = ingest_key("silver_bbox")  # the answer sheets' ratios (silver boxes)
+ANSWER_MEMO = "answer_sheets.json"  # EHRXQA_HOME/cache/: what each answer sheet was built from
 ANSWER_KEYS = {w: dg.AssetKey([names.EHR_DB, f"{w}_answers"]) for w in ("silver", "gold")}
 CHECKS = {
     "keys": "Primary keys unique, foreign keys resolve.",
@@ -98,7 +104,7 @@ def _answer_sheet_asset(which: str) -> dg.AssetsDefinition:
     labels = [LABEL_KEYS[which], *([GOLD_LATER_KEY, images_key(GOLD_LATER_KEY)] if which == "gold" else [])]
 
     @dg.asset(key=key, group_name=names.EHR_DB, code_version="1", automation_condition=ON_CHANGE,
-              deps=[DB_KEYS[which], *labels, SPLIT_KEYS[which], ingest_key("silver_bbox")],
+              deps=[DB_KEYS[which], *labels, SPLIT_KEYS[which], BOXES_KEY],
               pool=DUCKDB_POOL, op_tags=DUCKDB_TAGS, owners=["team:ehrxqa"], kinds={"duckdb", "sqlite"},
               check_specs=[dg.AssetCheckSpec(n, asset=key, blocking=True, description=d)
                            for n, d in ANSWER_CHECKS.items()],
@@ -111,15 +117,28 @@ def _answer_sheet_asset(which: str) -> dg.AssetsDefinition:
                           f"{which}/tb_cxr_plus.{{duckdb,db}}.")
     def _asset(context: dg.AssetExecutionContext, warehouse: Warehouse, pipeline_config: PipelineConfig):
         settings = pipeline_config.settings()
-        config = DbConfig()
+        config, out = DbConfig(), answer_sheet_dir(settings, which)
+        # kept (cache/answer_sheets.json) under the content of what the sheet reads: an EHR table edit rebuilds
+        # the database, not what its answer sheet reads of it (TB_CXR), and the sheet is not built again
+        memo = ResultMemo(settings.cache_dir / ANSWER_MEMO)
         with warehouse.connect() as con:
-            sheet = build_answer_sheet(con, which, config)
+            inputs = combine(content_digest(con, answer_sheet_reads(which)), repr(config), ANSWER_SHEET_CODE,
+                             latest_data_version(context.instance, BOXES_KEY) or "")
+            kept = memo.get(which, inputs)
+            found = kept_answer_sheet(con, which, kept, out) if kept is not None else None
+            if found is not None:
+                sheet, export = found
+                context.log.info(f"the {which} answer sheet is the one built from these inputs: kept")
+            else:
+                sheet = build_answer_sheet(con, which, config)
+                export = export_answer_sheet(con, sheet.schema, out)
+                memo.put(which, inputs, kept_record(con, sheet))
             checks = run_answer_sheet_checks(con, sheet, config)
-            export = export_answer_sheet(con, sheet.schema, answer_sheet_dir(settings, which))
             materialized = table_result(context, con, f"{sheet.schema}.tb_cxr_plus", metadata={
                 **sheet.metadata(), "sqlite": dg.MetadataValue.path(str(export.sqlite_path)),
                 "duckdb": dg.MetadataValue.path(str(export.duckdb_path)), "sqlite_sha256": export.sqlite_sha256,
-                "files": "written" if export.patched_rows is None else f"patched: {export.patched_rows} rows"})
+                "files": "written" if export.patched_rows is None else f"patched: {export.patched_rows} rows",
+                "sheet": "built" if found is None else "kept (its inputs unchanged)"})
         yield materialized
         yield from check_results(checks)
 

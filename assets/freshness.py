@@ -101,6 +101,13 @@ def _own_reasons(instance: dg.DagsterInstance, graph, latest: _Latest, key: dg.A
     return list(dict.fromkeys(reasons))
 
 
+def latest_data_version(instance: dg.DagsterInstance, key: dg.AssetKey) -> str | None:
+    """The data version of the latest materialization of ``key`` (unpartitioned; None: never materialized)."""
+    record = instance.get_latest_data_version_record(key)
+    event = record.asset_materialization if record is not None else None
+    return (event.tags or {}).get("dagster/data_version") if event is not None else None
+
+
 def data_versions(graph, instance: dg.DagsterInstance, keys) -> dict[str, str | None]:
     """The current data version of each of ``keys`` (None: never materialized)."""
     latest = _Latest(instance, graph)

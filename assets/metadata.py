@@ -14,6 +14,7 @@ import duckdb
 
 from ehrxqa_pipeline.contracts import Contract
 from ehrxqa_pipeline.hashing import combine
+from ehrxqa_pipeline.warehouse import content_digest
 
 
 def check_results(outcomes: Mapping[str, tuple[bool, object]]) -> list[dg.AssetCheckResult]:
@@ -48,17 +49,6 @@ def contract_schema(contract: Contract) -> dg.TableSchema:
         columns=[dg.TableColumn(c.name, c.duckdb_type, description=c.why, constraints=dg.TableColumnConstraints(
             nullable=c.nullable, unique=c.name in single, other=rules(c))) for c in contract.columns],
         constraints=dg.TableConstraints(other=[f"{kind} ({', '.join(cols)})" for kind, cols in keys if cols]))
-
-
-def content_digest(con: duckdb.DuckDBPyConnection, tables: Iterable[str]) -> str:
-    """Order-independent digest of the tables' columns and rows (hash of every row, summed)."""
-    parts = []
-    for table in tables:
-        columns = con.execute(f"DESCRIBE SELECT * FROM {table}").fetchall()
-        n, total = con.execute(f"SELECT count(*), coalesce(sum(hash(t)::HUGEINT), 0)::VARCHAR "
-                               f"FROM (SELECT * FROM {table}) t").fetchone()
-        parts.append(combine(table, repr([c[:2] for c in columns]), str(n), total))
-    return combine(*parts)
 
 
 def code_version(context: dg.AssetExecutionContext, key: dg.AssetKey | None = None) -> str:

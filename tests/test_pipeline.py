@@ -226,10 +226,12 @@ def test_ehr_table_edit_rebuilds_the_databases_and_ehrxqa_only(built):
     latest = _latest_run_of(instance, labevents_ids)
     assert "ingest/labevents" not in rerun and latest != before
     assert K(["ingest", "d_labitems"]) in instance.get_run_by_id(latest).asset_selection
-    # both answer sheets were built again from the edited databases, unchanged: their files, as the gold and silver
-    # edits' exports left them, were compared and kept (no row to patch), not written again
+    # both answer sheets re-ran with the edited databases and found what they read of them (TB_CXR) unchanged: the
+    # sheets and their files, as the gold and silver edits' exports left them, were kept, not built or written again
     assert {"ehr_db/silver_answers", "ehr_db/gold_answers"} <= rerun
     assert [_answer_sheet_files(instance, settings, side) for side in ("silver", "gold")] == ["patched: 0 rows"] * 2
+    assert [instance.get_latest_materialization_event(K(["ehr_db", f"{side}_answers"])).asset_materialization
+            .metadata["sheet"].value for side in ("silver", "gold")] == ["kept (its inputs unchanged)"] * 2
 
 
 def _latest_run_of(instance, check: dg.AssetCheckKey) -> str:

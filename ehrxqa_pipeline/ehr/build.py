@@ -24,20 +24,26 @@ config and seed give identical table contents.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import duckdb
 
+from ehrxqa_pipeline import filters
+from ehrxqa_pipeline.cxr import ratios
 from ehrxqa_pipeline.ehr import tables as T
 from ehrxqa_pipeline.ehr.cohort import sample_patients, stage_candidates
 from ehrxqa_pipeline.ehr.config import DbConfig, schemas
 from ehrxqa_pipeline.ehr.cost import build_prices, cost_sql
 from ehrxqa_pipeline.ehr.ddl import ANSWER_TABLE, BY_NAME, TABLES
 from ehrxqa_pipeline.ehr.stage import materialize
-from ehrxqa_pipeline.ehr.tb_cxr import stage_answer_labels, stage_label_images, stage_links, tb_cxr_plus_sql, \
-    tb_cxr_sql
+from ehrxqa_pipeline.ehr.export import ExportResult, exported_answer_sheet
+from ehrxqa_pipeline.ehr.tb_cxr import LABELS, LATER, stage_answer_labels, stage_label_images, stage_links, \
+    tb_cxr_plus_sql, tb_cxr_sql
 from ehrxqa_pipeline.ehr.timeshift import compute_offsets
-from ehrxqa_pipeline.warehouse import transaction
+from ehrxqa_pipeline.hashing import combine, file_digest
+from ehrxqa_pipeline.warehouse import content_digest, transaction
 
 BUILD_ORDER = ("patients", "admissions", "d_icd_diagnoses", "d_icd_procedures", "d_labitems", "d_items",
                "icustays", "transfers", "diagnoses_icd", "procedures_icd", "labevents", "prescriptions",
@@ -173,6 +179,46 @@ def build_answer_sheet(con: duckdb.DuckDBPyConnection, which: str, config: DbCon
                                                                  work), answers, work, T.ORDER["tb_cxr_plus"])
     con.execute(f"DROP SCHEMA IF EXISTS {work} CASCADE")
     return AnswerSheetResult(which=which, schema=answers, database_schema=schema, rows=rows, labels=labels)
+
+
+def answer_sheet_reads(which: str) -> list[str]:
+    """The warehouse tables ``build_answer_sheet`` reads, but the silver boxes: the database's TB_CXR, its
+    workspace's images and sampled patients, the label set's labels and pairs (gold: also the later studies'), the
+    split (tests/ehr/test_build.py builds the sheet with every other table of those schemas dropped). Their
+    content, the boxes' (8.6 million rows at full scale: the caller says which version), the settings and
+    ``ANSWER_SHEET_CODE`` decide the sheet: an EHR table edit leaves them as they were."""
+    schema, _, build = schemas(which)
+    later = [LATER, f"{LATER}_pairs", f"{LATER}_images"] if which == "gold" else []
+    return [f"{schema}.tb_cxr", f"{build}._images", f"{build}._sampled", LABELS[which], f"{LABELS[which]}_pairs",
+            *later, f"splits.{which}"]
+
+
+# The code that builds an answer sheet: this package, the ratios and the filters it uses
+ANSWER_SHEET_CODE = combine(*(file_digest(p) for p in sorted(
+    [*Path(__file__).parent.glob("*.py"), Path(ratios.__file__), Path(filters.__file__)])))
+
+
+def kept_answer_sheet(con: duckdb.DuckDBPyConnection, which: str, kept: Mapping, answers_dir: Path
+                      ) -> tuple[AnswerSheetResult, ExportResult] | None:
+    """The answer sheet a build left (``kept``: its ``rows``, ``labels`` and the ``table``'s content digest, as
+    ``kept_record`` gave them) with its export, when the table and both files are still as that build left them;
+    None otherwise (build it)."""
+    schema, answers, _ = schemas(which)
+    table = f"{answers}.{ANSWER_TABLE.name}"
+    present = con.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?",
+                          [answers, ANSWER_TABLE.name]).fetchone()[0]
+    if not present or content_digest(con, [table]) != kept.get("table"):
+        return None
+    export = exported_answer_sheet(answers_dir, kept["rows"])
+    if export is None:
+        return None
+    return AnswerSheetResult(which, answers, schema, kept["rows"], dict(kept["labels"])), export
+
+
+def kept_record(con: duckdb.DuckDBPyConnection, sheet: AnswerSheetResult) -> dict:
+    """What ``kept_answer_sheet`` needs of a sheet just built and exported."""
+    return {"rows": sheet.rows, "labels": sheet.labels,
+            "table": content_digest(con, [f"{sheet.schema}.{ANSWER_TABLE.name}"])}
 
 
 def _publish(con: duckdb.DuckDBPyConnection, moves: list[tuple[str, str, tuple[str, ...]]]) -> None:

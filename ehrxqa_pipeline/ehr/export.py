@@ -84,6 +84,22 @@ def export_answer_sheet(con: duckdb.DuckDBPyConnection, answers_schema: str, ans
                         patched_rows=patched)
 
 
+def exported_answer_sheet(answers_dir: Path, rows: int) -> ExportResult | None:
+    """The export of the answer sheet in ``answers_dir`` (``rows`` rows) when both its files are as the last export
+    left them (their stat keys recorded beside them); None otherwise."""
+    answers_dir = Path(answers_dir)
+    paths = (answers_dir / f"{ANSWER_TABLE.name}.duckdb", answers_dir / f"{ANSWER_TABLE.name}.db")
+    if not _as_exported(paths, answers_dir / ANSWER_STATE):
+        return None
+    return ExportResult(*paths, tables_json_path=None, rows={ANSWER_TABLE.name: rows},
+                        sqlite_sha256=sha256_file(paths[1]), patched_rows=0)
+
+
+def _as_exported(paths: tuple[Path, ...], state: Path) -> bool:
+    recorded = read_json_object(state)
+    return all(p.is_file() and recorded.get(p.name) == stat_key(p.stat()) for p in paths)
+
+
 def patch_answer_sheet(con: duckdb.DuckDBPyConnection, answers_schema: str, duckdb_path: Path, sqlite_path: Path,
                        state: Path) -> int | None:
     """Bring the two answer-sheet files up to the table in ``answers_schema`` by updating the rows that differ,
@@ -91,8 +107,8 @@ def patch_answer_sheet(con: duckdb.DuckDBPyConnection, answers_schema: str, duck
     are as the last export left them (``state``), the previous DuckDB file has the table's columns and row
     count, and every changed row keeps its keys (row_id, the unique columns) in at most ``PATCH_SHARE`` of the
     rows."""
-    table, recorded = ANSWER_TABLE, read_json_object(state)
-    if not all(p.is_file() and recorded.get(p.name) == stat_key(p.stat()) for p in (duckdb_path, sqlite_path)):
+    table = ANSWER_TABLE
+    if not _as_exported((duckdb_path, sqlite_path), state):
         return None
     keys = {PRIMARY_KEY, *(c for u in table.unique for c in u)}
     values = [c.name for c in table.columns if c.name not in keys]

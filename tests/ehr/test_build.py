@@ -295,3 +295,29 @@ def test_patient_count_is_clamped_with_a_message(ehr_inputs, warehouse_copy):
                                                                  r.candidates["current_eligible"])
     assert r.current_patients_target == config.n_current(r.patients)
     assert dt.datetime(2105, 12, 31, 23, 59) == config.current_time
+
+
+@pytest.mark.parametrize("which", ["silver", "gold"])
+def test_the_answer_sheet_reads_of_the_warehouse_what_answer_sheet_reads_names(warehouse_copy, which):
+    """``build.answer_sheet_reads``, what the answer sheet's memo is keyed by (assets/ehr_db.py, with the silver
+    boxes' data version): with every other table of the database's, its workspace's, the labels' and the splits'
+    schemas dropped, the sheet builds the same rows; and an EHR table of the database is not among them."""
+    from ehrxqa_pipeline.ehr import build
+    from ehrxqa_pipeline.ehr.config import schemas
+
+    con = warehouse_copy()
+    build.build_database(con, which, CONFIG, seed=0)
+    sheet = build.build_answer_sheet(con, which, CONFIG)
+    rows = q(con, f"SELECT * FROM {sheet.schema}.tb_cxr_plus ORDER BY row_id")
+    reads = build.answer_sheet_reads(which)
+    schema, _, workspace = schemas(which)
+    assert f"{schema}.labevents" not in reads and f"{schema}.admissions" not in reads
+    dropped = 0
+    for part in (schema, workspace, "cxr_labels", "splits"):
+        for (table,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = ?", [part]).fetchall():
+            if f"{part}.{table}" not in reads:
+                con.execute(f"DROP TABLE {part}.{table}")
+                dropped += 1
+    assert dropped > 20
+    assert build.build_answer_sheet(con, which, CONFIG).rows == sheet.rows
+    assert q(con, f"SELECT * FROM {sheet.schema}.tb_cxr_plus ORDER BY row_id") == rows
