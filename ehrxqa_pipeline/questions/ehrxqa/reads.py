@@ -4,11 +4,13 @@ read the edited table (``sampling.sample_database``).
 
 ``TableReads(conn)`` gives ``conn`` wrapped (``.conn``: the filler runs every statement through it) and names, for
 every statement run through the wrapper while a ``frame`` is open, the tables of the connection (main, temp and
-attached schemas) whose name appears in the statement as a word, and adds them to every open frame. That over-counts (a table only named in a string counts too): the memo then redoes more, never less.
+attached schemas) whose name appears in the statement as a word, and adds them to every open frame. That over-counts
+(a table only named in a string counts too): the memo then redoes more, never less. (The exported databases have no
+views, whose tables a statement would not name.)
 What a filler keeps between templates (its pools, the studies it resolved, the answer it ran last) is kept through
 ``cached`` or a ``cached_read`` property: the tables read while a value was made stay with it, and are added to the
-open frames each time it is used again, so a template that uses a pool another template made counts its tables.
-What the filler reads when it is made (``ImageFiller.read_at_start``) counts for every template.
+open frames each time it is used again, so a template that uses a pool another template made counts its tables. What
+the filler reads when it is made (``ImageFiller.read_at_start``) counts for every template.
 
 A value kept from the database any other way would escape the frames: tests/ehrxqa/test_reads.py draws every
 template alone on a fresh filler and checks that its frame in a shared filler holds at least those tables.
