@@ -93,16 +93,23 @@ class Evaluation:
     predictions: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
 
 
-def table_scores(x: EvaluationInputs, items: pl.DataFrame, store: ParseStore | None, memo: ResultMemo) -> dict:
+def table_scores(x: EvaluationInputs, items: pl.DataFrame, store: ParseStore | None, memo: ResultMemo,
+                 log: Callable[[str], None] = lambda _: None) -> dict:
     """``score_ehrxqa`` of the table items, which call no VQA module: one result for every module. With
-    ``x.memo`` it is kept under content hashes of the gold database file, the items and the code
-    (``questions.ehrxqa.memo``), so a label edit, which changes the answer sheet only, does not run them again."""
-    inputs = memo.inputs(x.gold_database, str(x.images_root), items.rows(), code=("vqa",)) if x.memo else ""
-    if (kept := memo.get("gold/table_items", inputs)) is not None:
-        return {**kept, "answers": {int(i): answer for i, answer in kept["answers"].items()}}  # JSON keys: text
-    result = score_ehrxqa(x.gold_database, x.images_root, items, None, parse_store=store)
-    result.pop("runs")
-    memo.put("gold/table_items", inputs, result)
+    ``x.memo`` each query's run is kept as the image queries' are (``_run_keys``: its text and the content of the
+    tables it names), so a label edit runs none of them again and an EHR table edit those that name the table; each
+    item's outcome is decided again against its answer now."""
+    query_keys = {q: query_key(q) for q in items["neural_sql"].unique().to_list() if q}
+    run_keys = _run_keys(x, items, query_keys, also=())  # (no VQA module: nothing read besides what is named)
+    inputs = memo.inputs(None, str(x.images_root), code=("vqa",)) if x.memo else ""
+    kept = (inputs and memo.get("gold/table_items", inputs)) or {}
+    known = {q: kept[k] for q, k in run_keys.items() if k in kept}
+    result = score_ehrxqa(x.gold_database, x.images_root, items, None, parse_store=store, known=known)
+    runs = result.pop("runs")
+    log(f"EHRXQA test: the table items ran {len(runs) - len(known):,} of {len(runs):,} NeuralSQL queries (the "
+        "others kept from an earlier build)")
+    if inputs:
+        memo.put("gold/table_items", inputs, {run_keys[q]: run for q, run in runs.items()}, save=False)
     return result
 
 
@@ -124,16 +131,18 @@ def _fitted_priors(fit: pl.DataFrame, pairs: pl.DataFrame, memo: ResultMemo, fit
     return fitted
 
 
-def _run_keys(x: EvaluationInputs, items: pl.DataFrame, query_keys: Mapping[str, str]) -> dict[str, str]:
-    """Each image query -> the key its runs are kept under: its text and the content of the gold database's tables
-    it names (``memo.tables_named``) and of those the oracle reads besides (``memo.ORACLE_TABLES``), so an EHR
-    table edit runs again only the queries that name the table (all of them for those tables)."""
+def _run_keys(x: EvaluationInputs, items: pl.DataFrame, query_keys: Mapping[str, str],
+              also: tuple[str, ...] = ORACLE_TABLES) -> dict[str, str]:
+    """Each query -> the key its runs are kept under: its text and the content of the gold database's tables it
+    names (``memo.tables_named``) and of ``also`` (for an image query, those the oracle reads besides:
+    ``memo.ORACLE_TABLES``), so an EHR table edit runs again only the queries that name the table (all of them for
+    those tables)."""
     if not x.memo:
         return dict(query_keys)
     digests = table_digests(x.gold_database)
     named = tables_named(items.filter(pl.col("neural_sql").is_in(list(query_keys))).select("neural_sql").unique(),
                          digests, by="neural_sql", queries=("neural_sql",))
-    always = [n for n in ORACLE_TABLES if n in digests]
+    always = [n for n in also if n in digests]
     return {q: combine(k, *(digests[n] for n in sorted({*named.get(q, ()), *always}))) for q, k in query_keys.items()}
 
 
@@ -302,7 +311,7 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
     is_table = x.ehrxqa_items["modality"] == "table"
     log(f"EHRXQA test: {int(is_table.sum()):,} table items once, {int((~is_table).sum()):,} image items per module")
     store = x.parse_store and ParseStore(x.parse_store, warn=log)
-    table_part = table_scores(x, x.ehrxqa_items.filter(is_table), store, memo)
+    table_part = table_scores(x, x.ehrxqa_items.filter(is_table), store, memo, log)
     image_items = x.ehrxqa_items.filter(~is_table)
 
     @functools.cache

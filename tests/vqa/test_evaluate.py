@@ -202,37 +202,48 @@ def test_modules_that_read_no_pixels_never_look_for_the_jpegs(tmp_path, monkeypa
     assert roots == [None, tmp_path]
 
 
-def test_the_table_items_scores_are_kept_while_database_items_and_code_are_unchanged(inputs, evaluated, tmp_path,
-                                                                                   monkeypatch):
+def test_the_table_items_runs_are_kept_while_the_tables_their_queries_name_are_unchanged(inputs, evaluated,
+                                                                                       tmp_path, ran):
+    """With a memo, a table item's query (run once, with no VQA module, for every module) runs again only when it
+    is new or a table it names changed: a stale answer runs nothing and its outcome follows; an EHR table edit runs
+    the queries that name the table, and the scores equal those of a run without a memo."""
+    import re
+    import shutil
     from dataclasses import replace
 
-    import ehrxqa_pipeline.vqa.evaluate as ev
+    import ehrxqa_pipeline.vqa.scoring as sc
 
-    runs, real = [], ev.score_ehrxqa
-
-    def spy(database, images_root, items, module, **kw):
-        runs.append(module is None)
-        return real(database, images_root, items, module, **kw)
-    monkeypatch.setattr(ev, "score_ehrxqa", spy)
+    table = inputs.ehrxqa_items.filter(pl.col("scope").str.starts_with("TABLE"))
+    queries = {r["query"] for r in sc._items(table) if not r["impossible"]}
     kept = replace(inputs, memo=tmp_path / "scores.json")
     first = evaluate(kept, min_positives=1, robustness_k=2)
-    assert runs.count(True) == 1
-    runs.clear()
+    assert ran.count(None) == len(queries) > 3
+    ran.clear()
     again = evaluate(kept, min_positives=1, robustness_k=2)
-    assert runs.count(True) == 0 and runs.count(False) == 5  # the modules' image items still run
+    assert ran.count(None) == 0 and len(ran) == 0  # the modules' image items kept too
     ehrxqa = _ehrxqa_details
     assert ehrxqa(again) == ehrxqa(first) and again.predictions == first.predictions and again.scores == first.scores
     assert ehrxqa(again) == ehrxqa(evaluated)  # as without a memo
 
-    runs.clear()  # other items (a stale answer): run again, and the outcome follows
-    table = inputs.ehrxqa_items["scope"].str.starts_with("TABLE")
-    first_table = inputs.ehrxqa_items.filter(table).row(0, named=True)
+    first_table = table.row(0, named=True)  # a stale answer: nothing runs, and the outcome follows
     stale = inputs.ehrxqa_items.with_columns(answer=pl.when(pl.col("id") == first_table["id"]).then(pl.lit("[12345]"))
                                              .otherwise(pl.col("answer")))
     changed = evaluate(replace(kept, ehrxqa_items=stale), min_positives=1, robustness_k=2)
-    assert runs.count(True) == 1
+    assert ran.count(None) == 0
     assert changed.scores["yes"]["ehrxqa/n"] == first.scores["yes"]["ehrxqa/n"]
     assert changed.details["yes"]["ehrxqa"]["correct"] == first.details["yes"]["ehrxqa"]["correct"] - 1
+
+    edited = tmp_path / "edited.db"  # an EHR table edit (in a copy): the table queries that name it run again
+    shutil.copy(inputs.gold_database, edited)
+    with sqlite3.connect(edited) as c:
+        c.execute("UPDATE admissions SET insurance = 'edited'")
+    naming = {q for q in queries if re.search(r"(?i)\badmissions\b", q)}
+    assert 0 < len(naming) < len(queries)
+    ran.clear()
+    moved = replace(kept, gold_database=edited, answer_sheet=edited)
+    after = evaluate(moved, min_positives=1, robustness_k=2)
+    assert ran.count(None) == len(naming)
+    assert ehrxqa(after) == ehrxqa(evaluate(replace(moved, memo=None), min_positives=1, robustness_k=2))
 
 
 def test_the_priors_are_fitted_again_only_when_what_they_are_fitted_from_changes(inputs, evaluated, tmp_path,
