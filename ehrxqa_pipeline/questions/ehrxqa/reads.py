@@ -71,13 +71,13 @@ class TableReads:
         finally:
             self._frames.pop()
 
-    def cached(self, key, make: Callable[[], T]) -> T:
-        """``make()``, made once per ``key`` (it must depend on the database's content and ``key`` only); each use
-        counts the tables its making read."""
+    def cached(self, key, make: Callable[..., T], *args) -> T:
+        """``make(*args)``, made once per ``key`` (it must depend on the database's content and ``key`` only); each
+        use counts the tables its making read."""
         kept = self._kept.get(key, _MISSING)
         if kept is _MISSING:
             with self.frame() as read:
-                value = make()
+                value = make(*args)
             self._kept[key] = kept = (value, frozenset(read))
         elif self._frames:
             self.note(kept[1])
@@ -113,10 +113,4 @@ class cached_read(Generic[T]):
     def __get__(self, instance, owner=None):
         if instance is None:
             return self
-        trace = instance.trace
-        kept = trace._kept.get(self)  # keyed by this descriptor: two owners may share a trace
-        if kept is None:  # (``cached``, inlined where it is found: read in the filler's inner loops)
-            return trace.cached(self, lambda: self.make(instance))
-        if trace._frames:
-            trace.note(kept[1])
-        return kept[0]
+        return instance.trace.cached(self, self.make, instance)  # (by this descriptor: two owners may share a trace)
