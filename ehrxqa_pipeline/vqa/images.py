@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ehrxqa_pipeline.vqa.jpeg import GEOM_FEATURES, ImageDecodeError, decode_one
+from ehrxqa_pipeline.vqa.jpeg import GEOM_FEATURES, ImageDecodeError, decode_one, spans
 
 __all__ = ["GEOM_FEATURES", "Crops", "ImageDecodeError", "box_table", "decode_crops", "load_boxes"]
 
@@ -137,7 +137,7 @@ def decode_crops(con, images: list[tuple[str, str]], files_root: Path, crop_size
     decode_seconds = time.perf_counter() - t0
     kc = counts[keep]
     total = int(kc.sum())
-    rows = np.arange(total) - np.repeat(np.cumsum(kc) - kc, kc) + np.repeat(first[keep], kc)  # box row per crop
+    rows = spans(first[keep], kc)  # box row per crop
     index = boxes.select("image_id", "object")[rows].with_columns(
         row=pl.Series(np.arange(total, dtype=np.int64)), image_row=pl.Series(np.repeat(np.arange(len(keep)), kc)))
     return Crops(crops=pixels[0], geom=geom[rows], thumbs=pixels[1], texture=pixels[2], index=index,
@@ -199,8 +199,7 @@ def _collect(batches, store: Path | None, counts: np.ndarray, crop_size: int, th
         if arrays is None:
             parts.append((crops, thumbs, texture))
             continue
-        n = counts[rows]
-        arrays[0][np.repeat(at[rows] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))] = crops
+        arrays[0][spans(at[rows], counts[rows])] = crops
         arrays[1][rows], arrays[2][rows] = thumbs, texture
     kept = np.concatenate(keep) if keep else np.zeros(0, np.int64)
     if arrays is not None:

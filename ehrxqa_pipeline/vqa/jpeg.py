@@ -32,6 +32,13 @@ def host_threads() -> int:
     return max(2, len(os.sched_getaffinity(0)) - 1)
 
 
+def spans(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``range(s, s + c)`` for each start ``s`` and count ``c``, concatenated (int64): the rows of some images'
+    crops, image by image, when image i's are the ``counts[i]`` rows from ``starts[i]``."""
+    counts = np.asarray(counts, np.int64)
+    return np.repeat(np.asarray(starts, np.int64) - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+
+
 def draft_scale(width: int, height: int, min_side: int) -> int:
     """The DCT scale (1, 2, 4 or 8) PIL's JPEG draft mode picks so the short side stays >= ``min_side``.
 

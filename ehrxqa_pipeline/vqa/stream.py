@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ehrxqa_pipeline.vqa.jpeg import ImageDecodeError, decode_one, host_threads
+from ehrxqa_pipeline.vqa.jpeg import ImageDecodeError, decode_one, host_threads, spans
 
 DECODERS = ("cpu", "torch", "mixed")
 SHARES = {"cpu": 1.0, "torch": 0.0}  # the mixed decoder's CPU share that each plain decoder is
@@ -217,8 +217,7 @@ def _in_input_order(data: _Images, parts: list) -> tuple:
     order = np.argsort(rows, kind="stable")
     counts = np.array([len(data.boxes[k]) for k in rows], np.int64)
     starts = np.cumsum(counts) - counts  # where each image's crops begin in the parts' concatenation
-    n = counts[order]
-    crop_order = np.repeat(starts[order] - (np.cumsum(n) - n), n) + np.arange(n.sum())
+    crop_order = spans(starts[order], counts[order])
     crops, thumbs, texture = (torch.cat([p[i] for p in parts]) for i in (1, 2, 3))
     device = crops.device
     at, crop_at = torch.from_numpy(order).to(device), torch.from_numpy(crop_order).to(device)
