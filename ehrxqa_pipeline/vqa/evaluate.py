@@ -101,7 +101,7 @@ def table_scores(x: EvaluationInputs, items: pl.DataFrame, store: ParseStore | N
     item's outcome is decided again against its answer now."""
     query_keys = {q: query_key(q) for q in items["neural_sql"].unique().to_list() if q}
     run_keys = _run_keys(x, items, query_keys, also=())  # (no VQA module: nothing read besides what is named)
-    inputs = memo.inputs(None, str(x.images_root), code=("vqa",)) if x.memo else ""
+    inputs = memo.inputs(str(x.images_root), code=("vqa",)) if x.memo else ""
     kept = (inputs and memo.get("gold/table_items", inputs)) or {}
     known = {q: kept[k] for q, k in run_keys.items() if k in kept}
     result = score_ehrxqa(x.gold_database, x.images_root, items, None, parse_store=store, known=known)
@@ -322,7 +322,7 @@ def evaluate(x: EvaluationInputs, *, seed: int = 0, threshold: float = 0.5, min_
     run_keys = _run_keys(x, image_items, query_keys)
     for name, module in ehrxqa_modules.items():
         about = _module_inputs(name, x, fit_digest, trained_inputs) if x.memo else None
-        inputs = about and memo.inputs(None, str(x.images_root), about, code=("vqa",))
+        inputs = about and memo.inputs(str(x.images_root), about, code=("vqa",))
         kept = (inputs and memo.get(f"gold/image_items/{name}", inputs)) or {}
         known = {q: kept[k] for q, k in run_keys.items() if k in kept}
         if name == "oracle" and x.oracle_runs is not None:  # the check ran them with the oracle on these files

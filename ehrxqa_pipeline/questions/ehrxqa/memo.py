@@ -137,11 +137,10 @@ class ResultMemo:
         self._changed = False
 
     @staticmethod
-    def inputs(database: Path | None, *arguments, code: tuple[str, ...] = ()) -> str:
-        """The digest of a database file's content (None: no file), the code (``code_digest(code)``) and JSON-able
-        ``arguments``."""
-        return combine(code_digest(code), file_digest(database) if database is not None else "",
-                       json.dumps(arguments, sort_keys=True, default=str))
+    def inputs(*arguments, code: tuple[str, ...] = ()) -> str:
+        """The digest of the code (``code_digest(code)``) and JSON-able ``arguments`` (content digests of what the
+        result was made from among them)."""
+        return combine(code_digest(code), json.dumps(arguments, sort_keys=True, default=str))
 
     def get(self, name: str, inputs: str):
         """The value put under ``name`` from ``inputs``; None when there is none or it was made from others."""

@@ -301,7 +301,7 @@ def _templates(kept: ResultMemo, name: str, files: DatabaseFiles, rows: list[dic
     for t, group in by_template.items():
         images = not table_scope(group[0]["scope"])
         read = {*named.get(t, ()), *(ORACLE_TABLES if images else ())} & set(digests)
-        inputs = ResultMemo.inputs(None, {n: digests[n] for n in sorted(read)}, sheet if images else "",
+        inputs = ResultMemo.inputs({n: digests[n] for n in sorted(read)}, sheet if images else "",
                                    [[r[c] for c in _CHECKED] for r in group])
         before = kept.get(f"{name}/{t}", inputs)
         out[t] = (inputs, group, images, before if isinstance(before, dict) and before.get("items") == len(group)
@@ -312,4 +312,4 @@ def _templates(kept: ResultMemo, name: str, files: DatabaseFiles, rows: list[dic
 def oracle_runs_inputs(files: DatabaseFiles) -> str:
     """What a database's oracle runs are made from: its file, its answer sheet's file and the code that runs them
     (``check_stored`` keeps them under it; the scores' oracle reads them only under the same)."""
-    return ResultMemo.inputs(files.database, file_digest(files.answer_sheet))
+    return ResultMemo.inputs(file_digest(files.database), file_digest(files.answer_sheet))

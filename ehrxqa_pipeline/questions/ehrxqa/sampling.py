@@ -395,7 +395,7 @@ def sample_database(files: DatabaseFiles, database: str, seed: int, caps: Sampli
     now = content_digests(files.database, files.answer_sheet) if drawn.path else {}
 
     def inputs(i: int) -> str:
-        return drawn.inputs(None, seed, asdict(caps), database, i)
+        return drawn.inputs(seed, asdict(caps), database, i)
 
     for i in index if drawn.path else ():
         hit = drawn.get(f"{database}/{i}", inputs(i))
