@@ -7,7 +7,6 @@ fills (drug_name, drug_route, lab_name, lab_value, ...), read from the database 
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter, namedtuple
 
 from ehrxqa_pipeline.questions.ehrxqa import slots
@@ -57,9 +56,8 @@ class TablePools:
     """Event rows per source (read on first use) and each patient's visits, kept through ``trace`` (the filler's:
     each use counts the tables read to make it, ``reads``)."""
 
-    def __init__(self, conn: sqlite3.Connection, trace: TableReads | None = None):
-        self.trace = trace or TableReads(conn)
-        self.conn = self.trace.conn
+    def __init__(self, trace: TableReads):
+        self.trace, self.conn = trace, trace.conn
 
     def rows(self, source: str, visit: str | None = None, finished: bool = False) -> list[Row]:
         """The source's rows (in a ``visit`` such as 'rel-hosp-cur' of their patient; with an end time)."""
@@ -127,7 +125,7 @@ class TablePools:
 def pools_of(filler) -> TablePools:
     """The filler's table pools, created on first use."""
     if getattr(filler, "_table_pools", None) is None:
-        filler._table_pools = TablePools(filler.conn, filler.trace)
+        filler._table_pools = TablePools(filler.trace)
     return filler._table_pools
 
 
