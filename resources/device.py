@@ -2,15 +2,14 @@
 
 Every field left unset comes from the environment when a step runs (never at import; read by
 ``ehrxqa_pipeline.config.Environment``):
-EHRXQA_VQA_DEVICE ("auto" = CUDA when present, else CPU; or "cpu", "cuda", "cuda:N"), EHRXQA_VQA_AMP
-("0" turns bf16 autocast off on GPU; CPU always runs fp32), EHRXQA_VQA_DECODE (the VQA step's JPEG decoder, for the training store and the predictions:
-"auto", "cpu", "torch", "mixed" or "mixed:SHARE"; ``vqa.stream``), EHRXQA_VQA_BASE_URL / EHRXQA_VQA_MODEL /
-EHRXQA_VQA_API_KEY (an OpenAI-compatible vision endpoint, scored as one more module; unset = none) and
-EHRXQA_VQA_ALLOW_HOSTS (comma-separated hosts images may be sent to; default loopback only; README.md,
-Configuration; `ehrxqa` checks them at start-up: ehrxqa_pipeline.config.check_environment), and
-EHRXQA_VQA_BACKBONE / EHRXQA_VQA_BACKBONE_WEIGHTS (a pretrained backbone's architecture and local weights file,
-scored beside the reference model; unset = none). torch is not imported here: the VQA worker resolves the
-device.
+EHRXQA_VQA_DEVICE ("auto" = CUDA when present, else CPU; or "cpu", "cuda", "cuda:N"), EHRXQA_VQA_AMP ("0" turns bf16
+autocast off on GPU; CPU always runs fp32), EHRXQA_VQA_DECODE (the VQA step's JPEG decoder, for the training store
+and the predictions: "auto", "cpu", "torch", "mixed" or "mixed:SHARE"; ``vqa.stream``), EHRXQA_VQA_BASE_URL /
+EHRXQA_VQA_MODEL / EHRXQA_VQA_API_KEY (an OpenAI-compatible vision endpoint, scored as one more module; unset =
+none) and EHRXQA_VQA_ALLOW_HOSTS (comma-separated hosts images may be sent to; default loopback only; README.md,
+Configuration; `ehrxqa` checks them at start-up: ehrxqa_pipeline.config.check_environment), and EHRXQA_VQA_BACKBONE
+/ EHRXQA_VQA_BACKBONE_WEIGHTS (a pretrained backbone's architecture and local weights file, scored beside the
+reference model; unset = none). torch is not imported here: the VQA worker resolves the device.
 """
 
 from dataclasses import replace

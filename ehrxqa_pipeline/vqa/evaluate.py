@@ -12,17 +12,18 @@ and ``vision`` (an OpenAI-compatible endpoint, when one is configured).
   (``scoring.score_mimic_cxr_vqa``); relative AUROC of each module against the reference model on the
   decomposed Test (verify) set, "is there {attribute} in the {object}?" for every pool pair of every test
   image (``scoring.verify_items`` / ``verify_auroc``, pairs with >= ``min_positives`` positives).
-- EHRXQA test: execution accuracy of the gold NeuralSQL with each module as FUNC_VQA, per modality x
-  patient scope (``scoring.score_ehrxqa``). Table items call no VQA module, so they run once and their
-  outcome is shared by every module (same result, a fifth of the time), and kept between builds while the gold
-  database, the items and the code are unchanged (``table_scores``); so are the image items' first passes
-  within a build, which no module's answer reaches yet (``scoring.first_pass_pairs``). Each module's run of each
-  image item's query is kept between builds too, while the query, the content of the gold database's tables it
-  names (``_run_keys``), the code and what the module answers from (``_module_inputs``: for the oracle the
-  answer sheet, for the priors the MIMIC-CXR-VQA train and valid questions, for a trained model its decided
-  predictions) are unchanged: a gold label edit changes the answer sheet, so the oracle runs every query again
-  and the other modules only the queries of new items, and each item's outcome is decided again against its
-  answer now; an EHR table edit runs again, in every module, the queries that name the table.
+- EHRXQA test: execution accuracy of the gold NeuralSQL with each module as FUNC_VQA, per modality x patient scope
+  (``scoring.score_ehrxqa``). Table items call no VQA module, so they run once and their outcome is shared by every
+  module (same result, a fifth of the time); each query's run is kept between builds while the query, the content of
+  the tables it names and the code are unchanged (``table_scores``), each item's outcome decided again against its
+  answer now; the image items' first passes are shared within a build, which no module's answer reaches yet
+  (``scoring.first_pass_pairs``). Each module's run of each image item's query is kept between builds too, while the
+  query, the content of the gold database's tables it names (``_run_keys``), the code and what the module answers
+  from (``_module_inputs``: for the oracle the answer sheet, for the priors the MIMIC-CXR-VQA train and valid
+  questions, for a trained model its decided predictions) are unchanged: a gold label edit changes the answer sheet,
+  so the oracle runs every query again and the other modules only the queries of new items, and each item's outcome
+  is decided again against its answer now; an EHR table edit runs again, in every module, the queries that name the
+  table.
 - Paraphrase robustness (VQA-RAD): for the text-reading modules only (``prior_question_text``, ``vision``).
 
 Every module scored on a dataset also leaves its per-item answers (``Evaluation.predictions``), which the

@@ -51,7 +51,8 @@ def _reads(conn, templates) -> tuple[dict, dict]:
 IMAGES = tuple(t for t in CATALOG if not table_scope(t.scope))
 
 
-@pytest.mark.parametrize(("database", "templates", "least"), [("db_path", IMAGES, 240), ("table_db_path", CATALOG, 170)])
+@pytest.mark.parametrize(("database", "templates", "least"),
+                         [("db_path", IMAGES, 240), ("table_db_path", CATALOG, 170)])
 def test_a_template_in_a_shared_filler_reads_at_least_what_it_reads_alone(database, templates, least, request):
     """Every template, drawn after the others in one filler (their pools, resolved studies and last answer kept),
     against each drawn alone on a fresh filler: the same items, and the shared frame holds every table the fresh

@@ -8,8 +8,8 @@ content of each table their queries name (``table_digests``, ``tables_named``) a
 answer sheet's file and the tables the oracle reads besides (``ORACLE_TABLES``): an EHR table edit re-checks the
 templates that name the table (a lab edit at full scale: 21 of the 416 silver templates), a label edit the image
 templates. Sampling keeps each template's items under the content of the tables its draws read (``reads``,
-``content_digests``): a lab name edit re-draws the templates that read the lab tables. The scores' table items are
-kept by database file.
+``content_digests``): a lab name edit re-draws the templates that read the lab tables. The scores keep each table
+query's run under the content of the tables it names (``vqa.evaluate._run_keys``), as they do the image queries'.
 
 A table template (scopes TABLE-*) reads the database's MIMIC-IV tables and nothing of TB_CXR_PLUS: sampling and
 the consistency check run its items on a connection without the answer sheet attached (and, in the check,
