@@ -42,8 +42,30 @@ from tests.pipeline_graph import (GRAPH, SMALL_EHRXQA, TEST_DEFS, K, built, casc
 pytestmark = pytest.mark.slow  # whole-graph builds: not in `make test-fast`
 
 EHRXQA = str(Path(sys.executable).with_name("ehrxqa"))
-KILL_AT = "writing"  # the release assets log this as they start writing their split files
 TIMEOUT = 300
+# The killed build's sitecustomize (the process and its workers import it as they start): the gold test split of
+# MIMIC-CXR-VQA is written half into its temporary file, which then stays, and the writer waits to be killed there,
+# so the kill always lands inside release/mimic_cxr_vqa, after its temporary file and before its materialization
+# (a kill sent when the step logged "writing" could arrive after a small split's step had finished).
+HALF_WRITTEN = """\
+import os, time
+from pathlib import Path
+from ehrxqa_pipeline import atomic
+
+_write_bytes = atomic.write_bytes
+
+
+def write_bytes(path, data):
+    path = Path(path)
+    if path.name == "test.json" and path.parent.name == "mimic-cxr-vqa":
+        atomic._temp_path(path).write_bytes(data[:len(data) // 2])
+        Path({flag!r}).write_text(str(os.getpid()))
+        time.sleep({wait})
+    return _write_bytes(path, data)
+
+
+atomic.write_bytes = write_bytes
+"""
 
 
 def test_full_build_green(built):
@@ -98,12 +120,12 @@ def test_no_change_rebuild_runs_nothing(built):
 def test_gold_label_edit_kept_in_size_rebuilds_only_gold_dependents_through_a_kill(built, tmp_path):
     """One Chest ImaGenome gold label negated in place, the file's size and mtime kept (as `cp -p`, `rsync -a` or
     `tar x` of another version can leave a file: the content hash sees it). `ehrxqa build --changed` (the command,
-    in its own process group) is killed with SIGKILL as release/mimic_cxr_vqa starts writing (issue 22); the next
-    `ehrxqa build --changed` exits 0, frees what the dead build held and finishes. Together they re-ran only what
-    reads the gold file and the gold side below it (never the silver side, the image selection, training or
-    prediction: issue 23), every check of it passed, every run carries its build id and
-    command line, no temporary file is left, and the release equals a fresh build of the edited source in
-    PhysioNet's ZIP layout, the manifest included."""
+    in its own process group) is killed with SIGKILL while release/mimic_cxr_vqa writes the test split (issue 22);
+    the next `ehrxqa build --changed` exits 0, frees what the dead build held and finishes. Together they re-ran
+    only what reads the gold file and the gold side below it (never the silver side, the image selection, training
+    or prediction: issue 23), every check of it passed, every run carries its build id and command line, no
+    temporary file is left (the killed writer's is removed), and the release equals a fresh build of the edited
+    source in PhysioNet's ZIP layout, the manifest included."""
     settings, instance, root, *_ = built
     change = edits.gold_label(root, settings.warehouse)  # a test image keeps another finding (benchmarks/edits.py)
     path, before = change.path, change.path.stat()
@@ -114,9 +136,10 @@ def test_gold_label_edit_kept_in_size_rebuilds_only_gold_dependents_through_a_ki
     config.write_text(json.dumps(SMALL_EHRXQA))  # JSON is YAML
     command = [EHRXQA, "build", "--changed", "--config", str(config)]
     started = datetime.now(timezone.utc)
-    output = _kill_when(command, KILL_AT, "release__mimic_cxr_vqa")
+    output = _kill_while_writing(command, tmp_path)
     assert "ingest__gold_relations" in output  # the edit was seen and the killed build got going
     leftovers = [p for p in settings.release_dir.rglob(".*") if p.is_file()]
+    assert [p.parent.name for p in leftovers] == ["mimic-cxr-vqa"], leftovers  # the kill's half-written file
 
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
     out = rerun.stdout + rerun.stderr
@@ -272,8 +295,8 @@ NEVER_ON_GOLD = {"cxr_cohort/image_rules", "cxr_cohort/image_integrity", "cxr_co
 SILVER_SIDE = {"ingest/silver_relations", "cxr_labels/silver", "cxr_labels/silver_images", "cxr_labels/gold_later",
                "cxr_labels/gold_later_images", "splits/silver", "mimic_cxr_vqa/silver", "ehr_db/silver_answers",
                "vqa_scoring/training_set"}
-SILVER_MAY = {"ehr_db/silver", "ehrxqa/silver", "vqa_scoring/reference_model", "vqa_scoring/predictions", "mimic_cxr_vqa/statistics", "ehrxqa/statistics",
-              "vqa_scoring/scores", "release/ehrxqa/silver"}
+SILVER_MAY = {"ehr_db/silver", "ehrxqa/silver", "vqa_scoring/reference_model", "vqa_scoring/predictions",
+              "mimic_cxr_vqa/statistics", "ehrxqa/statistics", "vqa_scoring/scores", "release/ehrxqa/silver"}
 NEVER_ON_SILVER = {"cxr_cohort/image_rules", "cxr_cohort/silver", "cxr_cohort/gold", "cxr_labels/gold",
                    "cxr_labels/gold_images", "splits/gold", "mimic_cxr_vqa/gold", "ehr_db/gold", "ehr_db/gold_answers",
                    "ehrxqa/gold", "release/ehrxqa/gold"}
@@ -281,8 +304,8 @@ NEVER_ON_SILVER = {"cxr_cohort/image_rules", "cxr_cohort/silver", "cxr_cohort/go
 GOLD_LATER_READERS = {"ehr_db/gold", "ehr_db/gold_answers", "ehrxqa/gold", "release/ehrxqa/gold"}
 # An EHR table edit: the databases, then EHRXQA; never the image side
 EHR_SIDE = {"ingest/d_labitems", "ehr_db/silver", "ehr_db/gold"}
-EHR_MAY = {"ehr_db/silver_answers", "ehr_db/gold_answers", "ehrxqa/silver", "ehrxqa/gold", "ehrxqa/statistics", "vqa_scoring/scores", "release/ehrxqa/silver",
-           "release/ehrxqa/gold"}
+EHR_MAY = {"ehr_db/silver_answers", "ehr_db/gold_answers", "ehrxqa/silver", "ehrxqa/gold", "ehrxqa/statistics",
+           "vqa_scoring/scores", "release/ehrxqa/silver", "release/ehrxqa/gold"}
 IMAGE_SIDE = {"cxr_cohort/gold_studies", "cxr_cohort/image_rules", "cxr_cohort/image_integrity", "cxr_cohort/silver",
               "cxr_cohort/gold", "cxr_labels/ontology", "cxr_labels/silver", "cxr_labels/gold", "cxr_labels/gold_later",
               "cxr_labels/silver_images", "cxr_labels/gold_images", "cxr_labels/gold_later_images",
@@ -290,28 +313,25 @@ IMAGE_SIDE = {"cxr_cohort/gold_studies", "cxr_cohort/image_rules", "cxr_cohort/i
               "vqa_scoring/training_set", "vqa_scoring/reference_model", "vqa_scoring/predictions"}
 
 
-def _kill_when(command: list[str], text: str, step: str) -> str:
-    """Run ``command`` in its own process group; SIGKILL the group when a line of ``step`` holds ``text``."""
+def _kill_while_writing(command: list[str], tmp_path: Path) -> str:
+    """Run ``command`` in its own process group with ``HALF_WRITTEN`` as its sitecustomize; SIGKILL the group once
+    its writer waits there. Returns the command's output."""
+    hook, flag = tmp_path / "half_written", tmp_path / "half_written.pid"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(HALF_WRITTEN.format(flag=str(flag), wait=TIMEOUT))
+    path = os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")]))
     proc = subprocess.Popen(command, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    seen, lines = threading.Event(), []
-
-    def read():
-        for line in proc.stdout:
-            lines.append(line)
-            if step in line and text in line and not seen.is_set():
-                os.killpg(proc.pid, signal.SIGKILL)
-                seen.set()
-
-    reader = threading.Thread(target=read, daemon=True)
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": path})
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
     reader.start()
     deadline = time.monotonic() + TIMEOUT
-    while proc.poll() is None and not seen.is_set() and time.monotonic() < deadline:
+    while proc.poll() is None and not flag.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    if proc.poll() is None and not seen.is_set():
+    if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
     reader.join(timeout=10)
-    assert seen.is_set(), f"the build ended before {step} logged {text!r}:\n" + "".join(lines)[-3000:]
+    assert flag.exists(), "the build ended before it wrote MIMIC-CXR-VQA's test split:\n" + "".join(lines)[-3000:]
     assert proc.returncode == -signal.SIGKILL
     return "".join(lines)
