@@ -12,6 +12,7 @@ from __future__ import annotations
 import dagster as dg
 
 _INPUT = "dagster/input_data_version/"
+UPSTREAM = "upstream out of date"  # the whole reason of an asset out of date only because a parent is
 
 
 class _Latest:
@@ -131,7 +132,7 @@ def stale_assets(graph, instance: dg.DagsterInstance, keys=None) -> dict[str, st
         reasons = _own_reasons(instance, graph, latest, key)
         upstream = sorted(p.to_user_string() for p in graph.get(key).parent_keys if p in stale)
         if not reasons and upstream:
-            reasons = [f"upstream out of date: {', '.join(upstream)}"]
+            reasons = [f"{UPSTREAM}: {', '.join(upstream)}"]
         if reasons:
             stale[key] = "; ".join(reasons)
     wanted = set(keys) if keys is not None else None

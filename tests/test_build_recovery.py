@@ -26,7 +26,7 @@ def src():
 
 @dg.asset(deps=[src], code_version="1", automation_condition=ON_CHANGE)
 def upper():
-    return dg.MaterializeResult(data_version=dg.DataVersion("u"))
+    return dg.MaterializeResult(data_version=dg.DataVersion(STATE.get("upper", "u")))
 
 
 @dg.asset_check(asset=upper, blocking=True)
@@ -93,6 +93,37 @@ def test_changed_after_a_kill_between_an_asset_and_its_blocking_check(tmp_path):
         assert any("never materialized: middle, statistics, manifest" in line for line in lines), lines
         check = dg.AssetCheckKey(dg.AssetKey("upper"), "upper_is_good")
         assert instance.get_latest_asset_check_evaluation_record(check).status.value == "SUCCEEDED"
+
+
+@pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process, build): not in `make test-fast`
+def test_changed_after_a_kill_before_a_blocking_check_rebuilds_below_only_as_far_as_outputs_change(tmp_path):
+    """A partial re-run killed in its first round: ``upper`` materialized with new content, its blocking check not
+    yet run, the automation's cursor as the last build left it (which then requests nothing: a blocking check
+    stands between ``upper`` and what reads it). `--changed` materializes ``upper`` again with its check, then
+    ``middle``, which read the old ``upper``; ``middle``'s output comes out unchanged, so ``statistics`` and
+    ``manifest``, out of date only because ``middle`` was, are left as they are. (They were rebuilt too, and with
+    them everything below: a gold label edit killed as it began then retrained the model and rebuilt the silver
+    side, issue 23.)"""
+    settings = Settings.resolve(home=str(tmp_path))
+    STATE["check_passes"] = True
+    with instance_for_test() as instance:
+        assert build(settings, instance=instance, defs=DEFS).success  # a full build, which saves the cursor
+        job = DEFS.resolve_implicit_global_asset_job_def()
+        STATE["upper"] = "u2"
+        try:
+            assert job.get_subset(asset_selection={dg.AssetKey("upper")}, asset_check_selection=set()
+                                  ).execute_in_process(instance=instance).success
+            lines = []
+            summary = build(settings, instance=instance, defs=DEFS, changed=True, log=lines.append)
+            assert summary.success, format_summary(summary, settings)
+            assert _materialized(summary) == {"upper", "middle"} and summary.stale == {}
+            assert any("3 asset(s) out of date that no change requests" in line for line in lines), lines
+            check = dg.AssetCheckKey(dg.AssetKey("upper"), "upper_is_good")
+            assert instance.get_latest_asset_check_evaluation_record(check).status.value == "SUCCEEDED"
+            again = build(settings, instance=instance, defs=DEFS, changed=True, log=lines.append)
+            assert again.success and again.materialized == {} and again.stale == {}
+        finally:
+            STATE.pop("upper")
 
 
 @pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process, build): not in `make test-fast`

@@ -394,23 +394,30 @@ class _Runner:
     def run_missing(self, instance, log=print) -> dict[str, str] | None:
         """After the automation rounds of ``--changed``: what is still out of date though no condition requests
         it -- above all assets never materialized because a build was killed before it reached them (the
-        conditions react to changes, and "missing" is not one once evaluated) -- is materialized now, with
-        everything below it; then the automation is evaluated again, so its cursor knows these runs. Returns
-        what is out of date when it ran nothing (None otherwise)."""
+        conditions react to changes, and "missing" is not one once evaluated), and the children of an asset whose
+        blocking check the kill left unevaluated -- is materialized now, pass after pass, as far as what each reads
+        changes (``_repairable``: an asset out of date only because a parent is waits for that parent, and is left
+        as it is when the parent's output comes out unchanged); then the automation is evaluated again, so its
+        cursor knows these runs. Returns what is out of date when it ran nothing (None otherwise)."""
         from assets.freshness import out_of_date
 
         stale = out_of_date(self.defs, instance)
         repair = _repairable(self.graph, instance, stale)
         if not repair:
             return stale  # nothing ran: what is out of date is still this
-        # (a parent whose blocking check the kill left unevaluated is repaired too, though not out of date itself)
-        missing = [k.to_user_string() for k in repair if "never materialized" in stale.get(k.to_user_string(), "")]
-        log(f"--changed: {len(repair)} asset(s) out of date that no change requests"
+        missing = [k for k, why in stale.items() if "never materialized" in why]
+        log(f"--changed: {len(stale)} asset(s) out of date that no change requests"
             + (f" ({len(missing)} never materialized: {', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''};"
-               " an interrupted build?)" if missing else "") + ": materializing them")
-        self.run_stages(instance, repair)
-        if self.ok:
-            self.run_changed(instance)
+               " an interrupted build?)" if missing else "")
+            + ": materializing them, each once what it reads is rebuilt and only if that changed")
+        for _ in range(self.MAX_ROUNDS):
+            self.run_stages(instance, repair)
+            if not self.ok:
+                return None
+            repair, done = _repairable(self.graph, instance, out_of_date(self.defs, instance)), repair
+            if not repair or repair == done:  # (the same again: no pass would end it; the summary names it)
+                break
+        self.run_changed(instance)
         return None
 
     def run_changed(self, instance) -> None:
@@ -462,14 +469,19 @@ class _Runner:
 
 
 def _repairable(graph, instance: dg.DagsterInstance, stale: dict[str, str]) -> list[dg.AssetKey]:
-    """The out-of-date assets that the automation conditions do not request after an interrupted build (never
-    materialized; or below one, or otherwise out of date), in dependency order; not those held back by a
-    blocking check of a parent that failed (that hold is deliberate) nor anything below. A parent whose blocking
-    check was never evaluated on its latest materialization (killed in between) is materialized again with it."""
-    from assets.freshness import _blocking, _Latest
+    """What ``run_missing`` materializes in its next pass, in dependency order: the out-of-date assets that the
+    automation conditions do not request after an interrupted build, whose own inputs are out of date (never
+    materialized, a code version or a parent's data version changed), with what of these lies below them. Not an
+    asset out of date only because a parent is (``freshness.UPSTREAM``): it waits for a later pass, in which it is
+    out of date only if that parent's new output differs from the one it read (a gold edit killed in its first
+    round rebuilds the gold side, not all below it). Not those held back by a blocking check of a parent that
+    failed (that hold is deliberate) nor anything below. A parent whose blocking check was never evaluated on its
+    latest materialization (killed in between) is materialized again with it."""
+    from assets.freshness import UPSTREAM, _blocking, _Latest
 
     latest = _Latest(instance, graph)
     held: set[dg.AssetKey] = set()
+    waiting: set[dg.AssetKey] = set()
     out = []
     for name, why in stale.items():  # stale is in dependency order
         key = dg.AssetKey.from_user_string(name)
@@ -480,6 +492,8 @@ def _repairable(graph, instance: dg.DagsterInstance, stale: dict[str, str]) -> l
         if ("failed" in why and "blocking check" in why) or any(p in held for p in parents) or any(
                 reasons and p not in unevaluated for p, reasons in blocking.items()):
             held.add(key)
+        elif why.startswith(UPSTREAM) or any(p in waiting for p in parents):
+            waiting.add(key)
         else:
             out.extend(p for p in unevaluated if p not in out)  # again, with its checks
             out.append(key)
