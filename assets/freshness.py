@@ -13,6 +13,7 @@ import dagster as dg
 
 _INPUT = "dagster/input_data_version/"
 UPSTREAM = "upstream out of date"  # the whole reason of an asset out of date only because a parent is
+NOT_EVALUATED = "not evaluated on its latest materialization"
 
 
 class _Latest:
@@ -58,8 +59,10 @@ class _Latest:
         return (event.tags or {}).get("dagster/data_version") if event is not None else None
 
 
-def _blocking(instance: dg.DagsterInstance, graph, latest_records: _Latest, parent: dg.AssetKey) -> list[str]:
-    """The parent's blocking checks that did not pass on its latest materialization."""
+def blocking_problems(instance: dg.DagsterInstance, graph, latest_records: _Latest, parent: dg.AssetKey
+                      ) -> list[tuple[dg.AssetCheckKey, str]]:
+    """The parent's blocking checks that did not pass on its latest materialization, each with why: failed, or
+    not evaluated on it (``NOT_EVALUATED``: never, or only planned by a run that was killed)."""
     latest = latest_records.record(parent)
     out = []
     for check_key in sorted(graph.get_check_keys_for_assets({parent}), key=str):
@@ -71,11 +74,16 @@ def _blocking(instance: dg.DagsterInstance, graph, latest_records: _Latest, pare
         target = getattr(getattr(evaluation, "target_materialization_data", None), "storage_id", None)
         evaluated = evaluation is not None and hasattr(evaluation, "passed")  # not a still-planned execution
         if not evaluated or (latest is not None and target is not None and target < latest.storage_id):
-            out.append(f"blocking check {name} not evaluated on its latest materialization")
+            out.append((check_key, f"blocking check {name} {NOT_EVALUATED}"))
         elif not evaluation.passed:
-            out.append(f"blocking check {name} failed" + (f": {evaluation.description}" if evaluation.description
-                                                           else ""))
+            out.append((check_key, f"blocking check {name} failed" + (f": {evaluation.description}"
+                                                                      if evaluation.description else "")))
     return out
+
+
+def _blocking(instance: dg.DagsterInstance, graph, latest_records: _Latest, parent: dg.AssetKey) -> list[str]:
+    """Why each of the parent's blocking checks did not pass on its latest materialization."""
+    return [why for _, why in blocking_problems(instance, graph, latest_records, parent)]
 
 
 def _own_reasons(instance: dg.DagsterInstance, graph, latest: _Latest, key: dg.AssetKey) -> list[str]:

@@ -78,7 +78,8 @@ def test_changed_after_a_killed_build_materializes_what_it_never_reached(tmp_pat
 def test_changed_after_a_kill_between_an_asset_and_its_blocking_check(tmp_path):
     """Killed after ``upper`` was materialized and before its blocking check ran (the full-graph kill test of
     tests/test_pipeline.py met this): ``upper`` is not out of date, but what lies below waits on that check, so
-    `--changed` materializes ``upper`` again with its check, then the rest (before: a KeyError on ``upper``)."""
+    `--changed` evaluates the check (an asset check of its own: it runs without ``upper``, on what ``upper``
+    holds), then materializes the rest (before: a KeyError on ``upper``; then ``upper`` again with its check)."""
     settings = Settings.resolve(home=str(tmp_path))
     STATE["check_passes"] = True
     with instance_for_test() as instance:
@@ -89,9 +90,48 @@ def test_changed_after_a_kill_between_an_asset_and_its_blocking_check(tmp_path):
         lines = []
         summary = build(settings, instance=instance, defs=DEFS, changed=True, log=lines.append)
         assert summary.success, format_summary(summary, settings)
-        assert {"upper", "middle", "statistics", "manifest"} <= _materialized(summary)
+        assert _materialized(summary) == {"middle", "statistics", "manifest"}
         assert any("never materialized: middle, statistics, manifest" in line for line in lines), lines
+        assert any("evaluating upper:upper_is_good" in line for line in lines), lines
         check = dg.AssetCheckKey(dg.AssetKey("upper"), "upper_is_good")
+        assert instance.get_latest_asset_check_evaluation_record(check).status.value == "SUCCEEDED"
+
+
+@dg.asset(code_version="1", automation_condition=ON_CHANGE,
+          check_specs=[dg.AssetCheckSpec("whole", asset="bound", blocking=True)])
+def bound():
+    """An asset whose blocking check is part of its step (``check_specs``), killed between the two when STATE says."""
+    yield dg.MaterializeResult(data_version=dg.DataVersion(STATE.get("bound", "b")))
+    if STATE.get("killed"):
+        raise RuntimeError("killed between the materialization and the check")
+    yield dg.AssetCheckResult(check_name="whole", passed=True)
+
+
+@dg.asset(deps=[bound], code_version="1", automation_condition=ON_CHANGE)
+def reader():
+    return dg.MaterializeResult(data_version=dg.DataVersion("r"))
+
+
+@pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process, build): not in `make test-fast`
+def test_changed_after_a_kill_inside_a_step_between_its_asset_and_check(tmp_path):
+    """As above, with the check part of its asset's step: it cannot run alone, so `--changed` materializes the
+    asset again with it, then what reads it."""
+    settings = Settings.resolve(home=str(tmp_path))
+    defs = dg.Definitions(assets=[bound, reader])
+    with instance_for_test() as instance:
+        assert build(settings, instance=instance, defs=defs).success
+        STATE.update(bound="b2", killed=True)
+        try:
+            assert not build(settings, instance=instance, defs=defs, select="bound").success
+            STATE.pop("killed")
+            lines = []
+            summary = build(settings, instance=instance, defs=defs, changed=True, log=lines.append)
+        finally:
+            STATE.pop("bound")
+            STATE.pop("killed", None)
+        assert summary.success, format_summary(summary, settings)
+        assert _materialized(summary) == {"bound", "reader"} and summary.stale == {}
+        check = dg.AssetCheckKey(dg.AssetKey("bound"), "whole")
         assert instance.get_latest_asset_check_evaluation_record(check).status.value == "SUCCEEDED"
 
 
@@ -99,8 +139,8 @@ def test_changed_after_a_kill_between_an_asset_and_its_blocking_check(tmp_path):
 def test_changed_after_a_kill_before_a_blocking_check_rebuilds_below_only_as_far_as_outputs_change(tmp_path):
     """A partial re-run killed in its first round: ``upper`` materialized with new content, its blocking check not
     yet run, the automation's cursor as the last build left it (which then requests nothing: a blocking check
-    stands between ``upper`` and what reads it). `--changed` materializes ``upper`` again with its check, then
-    ``middle``, which read the old ``upper``; ``middle``'s output comes out unchanged, so ``statistics`` and
+    stands between ``upper`` and what reads it). `--changed` evaluates that check, then materializes ``middle``,
+    which read the old ``upper``; ``middle``'s output comes out unchanged, so ``statistics`` and
     ``manifest``, out of date only because ``middle`` was, are left as they are. (They were rebuilt too, and with
     them everything below: a gold label edit killed as it began then retrained the model and rebuilt the silver
     side, issue 23.)"""
@@ -116,7 +156,7 @@ def test_changed_after_a_kill_before_a_blocking_check_rebuilds_below_only_as_far
             lines = []
             summary = build(settings, instance=instance, defs=DEFS, changed=True, log=lines.append)
             assert summary.success, format_summary(summary, settings)
-            assert _materialized(summary) == {"upper", "middle"} and summary.stale == {}
+            assert _materialized(summary) == {"middle"} and summary.stale == {}
             assert any("3 asset(s) out of date that no change requests" in line for line in lines), lines
             check = dg.AssetCheckKey(dg.AssetKey("upper"), "upper_is_good")
             assert instance.get_latest_asset_check_evaluation_record(check).status.value == "SUCCEEDED"

@@ -202,18 +202,19 @@ def build(settings: Settings, select: str | None = None, instance: dg.DagsterIns
     with (nullcontext(instance) if instance is not None else dg.DagsterInstance.get()) as instance:
         recover_interrupted(instance, log=log)
         # Observing records each source file's content hash, so later changes are detected.
-        observed = runner.run(instance, sources, None)
+        observed = runner.run(instance, sources, None) if sources else None
+        observed_ok = observed is None or observed.success
         stale = None  # what is out of date now, when already known
-        if observed.success and changed:
+        if observed_ok and changed:
             runner.run_changed(instance)
             if runner.ok:
                 stale = runner.run_missing(instance, log)
-        elif observed.success:
+        elif observed_ok:
             runner.run_stages(instance, targets)
             if select is None and runner.ok:
                 _save_evaluation(defs, instance)
         summary = runner.summary(observed, time.perf_counter() - start)
-        if observed.success:  # what is still out of date is a failure, named with its reason
+        if observed_ok:  # what is still out of date is a failure, named with its reason
             summary.stale = stale if stale is not None else out_of_date(
                 defs, instance, None if changed or select is None else targets)
             summary.success = summary.success and not summary.stale
@@ -403,7 +404,7 @@ class _Runner:
 
         stale = out_of_date(self.defs, instance)
         repair = _repairable(self.graph, instance, stale)
-        if not repair:
+        if not repair.assets and not repair.checks:
             return stale  # nothing ran: what is out of date is still this
         missing = [k for k, why in stale.items() if "never materialized" in why]
         log(f"--changed: {len(stale)} asset(s) out of date that no change requests"
@@ -411,11 +412,16 @@ class _Runner:
                " an interrupted build?)" if missing else "")
             + ": materializing them, each once what it reads is rebuilt and only if that changed")
         for _ in range(self.MAX_ROUNDS):
-            self.run_stages(instance, repair)
+            if repair.checks:  # evaluated on what their assets hold, which a kill left before them
+                log(f"--changed: evaluating {', '.join(c.to_user_string() for c in repair.checks)}, which the "
+                    "interrupted build did not")
+                self._record(self.run(instance, [], None, repair.checks))
+            else:
+                self.run_stages(instance, repair.assets)
             if not self.ok:
                 return None
             repair, done = _repairable(self.graph, instance, out_of_date(self.defs, instance)), repair
-            if not repair or repair == done:  # (the same again: no pass would end it; the summary names it)
+            if not (repair.assets or repair.checks) or repair == done:  # (the same again: no end; the summary names it)
                 break
         self.run_changed(instance)
         return None
@@ -468,36 +474,52 @@ class _Runner:
         return tail
 
 
-def _repairable(graph, instance: dg.DagsterInstance, stale: dict[str, str]) -> list[dg.AssetKey]:
-    """What ``run_missing`` materializes in its next pass, in dependency order: the out-of-date assets that the
-    automation conditions do not request after an interrupted build, whose own inputs are out of date (never
-    materialized, a code version or a parent's data version changed), with what of these lies below them. Not an
-    asset out of date only because a parent is (``freshness.UPSTREAM``): it waits for a later pass, in which it is
-    out of date only if that parent's new output differs from the one it read (a gold edit killed in its first
-    round rebuilds the gold side, not all below it). Not those held back by a blocking check of a parent that
-    failed (that hold is deliberate) nor anything below. A parent whose blocking check was never evaluated on its
-    latest materialization (killed in between) is materialized again with it."""
-    from assets.freshness import UPSTREAM, _blocking, _Latest
+@dataclass
+class _Repair:
+    """One pass of ``run_missing``: checks to evaluate alone, or else assets to materialize (with their checks)."""
+
+    checks: list[dg.AssetCheckKey]
+    assets: list[dg.AssetKey]
+
+
+def _repairable(graph, instance: dg.DagsterInstance, stale: dict[str, str]) -> _Repair:
+    """What ``run_missing`` does in its next pass. When a parent of an out-of-date asset has a blocking check that
+    was never evaluated on its latest materialization (a kill came between them) and the check runs without it
+    (an ``asset_check`` of its own): those checks alone, before anything reads the parent. Otherwise, in
+    dependency order, the out-of-date assets that the automation conditions do not request after an interrupted
+    build, whose own inputs are out of date (never materialized, a code version or a parent's data version
+    changed), with what of these lies below them; a parent whose unevaluated blocking check is part of its own
+    step is materialized again with it. Not an asset out of date only because a parent is
+    (``freshness.UPSTREAM``): it waits for a later pass, in which it is out of date only if that parent's new output
+    differs from the one it read (a gold edit killed in its first round rebuilds the gold side, not all below it).
+    Not those held back by a blocking check of a parent that failed (that hold is deliberate) nor anything
+    below."""
+    from assets.freshness import NOT_EVALUATED, UPSTREAM, _Latest, blocking_problems
 
     latest = _Latest(instance, graph)
+    rebuilt = {dg.AssetKey.from_user_string(name) for name in stale}  # their checks run again with them
     held: set[dg.AssetKey] = set()
     waiting: set[dg.AssetKey] = set()
+    checks: set[dg.AssetCheckKey] = set()
     out = []
     for name, why in stale.items():  # stale is in dependency order
         key = dg.AssetKey.from_user_string(name)
         parents = [p for p in graph.get(key).parent_keys if p in graph.materializable_asset_keys]
-        blocking = {p: _blocking(instance, graph, latest, p) for p in parents if p not in out}
-        unevaluated = [p for p, reasons in blocking.items()
-                       if reasons and all("not evaluated" in r for r in reasons)]  # the kill came before the check
+        problems = {p: blocking_problems(instance, graph, latest, p) for p in parents if p not in rebuilt}
+        unevaluated = {p: [c for c, _ in found] for p, found in problems.items()
+                       if found and all(NOT_EVALUATED in r for _, r in found)}  # the kill came before the check
+        alone = {c for p, found in unevaluated.items() for c in found
+                 if p not in graph.get_execution_set_asset_and_check_keys(c)}
         if ("failed" in why and "blocking check" in why) or any(p in held for p in parents) or any(
-                reasons and p not in unevaluated for p, reasons in blocking.items()):
+                found and p not in unevaluated for p, found in problems.items()):
             held.add(key)
-        elif why.startswith(UPSTREAM) or any(p in waiting for p in parents):
+        elif why.startswith(UPSTREAM) or any(p in waiting for p in parents) or alone:
+            checks |= alone
             waiting.add(key)
         else:
             out.extend(p for p in unevaluated if p not in out)  # again, with its checks
             out.append(key)
-    return out
+    return _Repair(sorted(checks, key=lambda c: c.to_user_string()), [] if checks else out)
 
 
 def format_summary(s: BuildSummary, settings: Settings) -> str:

@@ -116,6 +116,8 @@ def execute(job: dg.JobDefinition, instance: dg.DagsterInstance, asset_selection
                 ASSET_PARTITION_RANGE_END_TAG: partition_key.end}
         partition_key = None
     selection = list(asset_selection)
+    if not selection and not checks:  # (Dagster's subset of no asset is the whole job)
+        raise ValueError("execute: nothing selected, neither an asset nor a check")
     check_selection = None  # every check of the selected assets
     if checks:
         own = job.asset_layer.asset_graph.get_check_keys_for_assets(set(selection))
