@@ -166,6 +166,45 @@ def test_changed_after_a_kill_before_a_blocking_check_rebuilds_below_only_as_far
             STATE.pop("upper")
 
 
+@dg.observable_source_asset(automation_condition=OBSERVE_SOURCES)
+def feed():
+    return dg.DataVersion(STATE.get("feed", "1"))
+
+
+@dg.asset(deps=[feed], code_version="1", automation_condition=ON_CHANGE)
+def left():
+    return dg.MaterializeResult(data_version=dg.DataVersion(STATE.get("feed", "1")))
+
+
+@dg.asset(deps=[feed], code_version="1", automation_condition=ON_CHANGE)
+def right():
+    if STATE.get("right_fails"):
+        raise RuntimeError("right failed after left was materialized")
+    return dg.MaterializeResult(data_version=dg.DataVersion(STATE.get("feed", "1")))
+
+
+@pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process, build): not in `make test-fast`
+def test_changed_after_a_failed_round_keeps_what_that_round_materialized(tmp_path):
+    """A round of `--changed` that materialized ``left`` and then failed in ``right``: its cursor is not saved, and
+    the next `--changed` evaluates from the one before, which saw neither; it runs ``right`` alone, since ``left``
+    was updated after the change that requested it (the eager condition's "since last handled")."""
+    settings = Settings.resolve(home=str(tmp_path))
+    defs = dg.Definitions(assets=[feed, left, right])
+    with instance_for_test() as instance:
+        assert build(settings, instance=instance, defs=defs).success
+        STATE.update(feed="2", right_fails=True)
+        try:
+            failed = build(settings, instance=instance, defs=defs, changed=True, log=lambda _: None)
+            assert not failed.success and set(failed.materialized) == {"left"}
+            STATE.pop("right_fails")
+            summary = build(settings, instance=instance, defs=defs, changed=True, log=lambda _: None)
+        finally:
+            STATE.pop("feed")
+            STATE.pop("right_fails", None)
+        assert summary.success, format_summary(summary, settings)
+        assert _materialized(summary) == {"right"} and summary.stale == {}
+
+
 @pytest.mark.slow  # runs Dagster steps (instance_for_test, execute_in_process, build): not in `make test-fast`
 def test_changed_never_runs_past_a_failed_blocking_check_and_names_what_is_missing(tmp_path):
     settings = Settings.resolve(home=str(tmp_path))
