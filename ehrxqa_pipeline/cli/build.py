@@ -410,7 +410,7 @@ class _Runner:
         log(f"--changed: {len(stale)} asset(s) out of date that no change requests"
             + (f" ({len(missing)} never materialized: {', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''};"
                " an interrupted build?)" if missing else "")
-            + ": materializing them, each once what it reads is rebuilt and only if that changed")
+            + ": materializing them top down, each only if what it reads changed")
         for _ in range(self.MAX_ROUNDS):
             if repair.checks:  # evaluated on what their assets hold, which a kill left before them
                 log(f"--changed: evaluating {', '.join(c.to_user_string() for c in repair.checks)}, which the "
@@ -497,7 +497,8 @@ def _repairable(graph, instance: dg.DagsterInstance, stale: dict[str, str]) -> _
     from assets.freshness import NOT_EVALUATED, UPSTREAM, _Latest, blocking_problems
 
     latest = _Latest(instance, graph)
-    rebuilt = {dg.AssetKey.from_user_string(name) for name in stale}  # their checks run again with them
+    # (an out-of-date parent is materialized before what reads it, and its checks with it: none is asked about)
+    stale_keys = {dg.AssetKey.from_user_string(name) for name in stale}
     held: set[dg.AssetKey] = set()
     waiting: set[dg.AssetKey] = set()
     checks: set[dg.AssetCheckKey] = set()
@@ -505,7 +506,7 @@ def _repairable(graph, instance: dg.DagsterInstance, stale: dict[str, str]) -> _
     for name, why in stale.items():  # stale is in dependency order
         key = dg.AssetKey.from_user_string(name)
         parents = [p for p in graph.get(key).parent_keys if p in graph.materializable_asset_keys]
-        problems = {p: blocking_problems(instance, graph, latest, p) for p in parents if p not in rebuilt}
+        problems = {p: blocking_problems(instance, graph, latest, p) for p in parents if p not in stale_keys}
         unevaluated = {p: [c for c, _ in found] for p, found in problems.items()
                        if found and all(NOT_EVALUATED in r for _, r in found)}  # the kill came before the check
         alone = {c for p, found in unevaluated.items() for c in found
