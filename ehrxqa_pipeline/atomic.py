@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ehrxqa_pipeline.pids import alive
+
 FILE_MODE = 0o644  # mkstemp creates 0600; release files are for everyone who may read the folder
 
 
@@ -26,16 +28,9 @@ def _owner_alive(tmp: Path) -> bool:
     process on another host (a shared volume) is assumed alive."""
     try:
         host, pid = tmp.name.rsplit(".", 3)[-3].rsplit("-", 1)
-        if host != _host():
-            return True
-        os.kill(int(pid), 0)
+        return host != _host() or alive(int(pid))
     except (ValueError, IndexError):
         return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _host() -> str:

@@ -14,6 +14,7 @@ import pytest
 
 from ehrxqa_pipeline import workers
 from ehrxqa_pipeline.contracts import load_contract
+from ehrxqa_pipeline.pids import alive
 from ehrxqa_pipeline.quality import gx_verdict
 
 
@@ -95,14 +96,7 @@ def test_nothing_outlives_the_process_that_served(end):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     worker = int(run.stdout.split()[0])
     deadline = time.monotonic() + 10
-    while _alive(worker) and time.monotonic() < deadline:
+    while alive(worker) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _alive(worker), (end, run.stderr[-1000:])
+    assert not alive(worker), (end, run.stderr[-1000:])
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]

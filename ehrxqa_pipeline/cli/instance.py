@@ -10,6 +10,8 @@ import sys
 
 import dagster as dg
 
+from ehrxqa_pipeline.pids import alive
+
 # One step at a time across runs: DuckDB has a single writer; one GPU; one LLM endpoint's rate limit.
 POOL_LIMITS = {"duckdb": 1, "gpu": 1, "llm": 1}
 CURSOR_KEY = "ehrxqa/automation_cursor"
@@ -37,23 +39,13 @@ def run_tags(build_id: str | None = None) -> dict[str, str]:
     return tags
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def recover_interrupted(instance: dg.DagsterInstance, log=print) -> list[str]:
     """Mark the unfinished runs of dead `ehrxqa` processes on this host as failed and free the pool slots
     they held (a killed build would otherwise block every later `duckdb` step). Returns their run ids."""
     host, recovered = socket.gethostname(), []
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=list(UNFINISHED), tags={HOST_TAG: host})):
         pid = run.tags.get(PID_TAG, "")
-        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+        if not pid.isdigit() or int(pid) == os.getpid() or alive(int(pid)):
             continue
         instance.report_run_failed(run, message=f"the ehrxqa process {pid} that ran it is gone (killed?)")
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
