@@ -2,12 +2,19 @@
 ends before its run begins is a named failure, not a silent success. The run itself is exercised by the
 end-to-end build (tests/test_end_to_end.py: training ran beside the EHRXQA sampling, in a run of its own)."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import dagster as dg
 import pytest
 
 from ehrxqa_pipeline.cli.beside import Beside
 from ehrxqa_pipeline.cli.build import _Runner
 from ehrxqa_pipeline.definitions import defs
+from ehrxqa_pipeline.pids import alive
 from tests.instances import instance_for_test
 
 K = dg.AssetKey.from_user_string
@@ -44,3 +51,44 @@ def test_a_process_that_ends_before_its_run_begins_is_a_named_failure(tmp_path):
         assert other.result is None
         assert other.error == "the process of the run beside ended with exit code 1 before its run began"
         assert instance.get_runs() == []
+
+
+# A build's process (PARENT) whose run beside (CHILD) waits; the build is killed with SIGKILL, as the OOM killer
+# does: the orphan interrupts itself (``stop_with_parent``), then exits if the interrupt did not end it.
+CHILD = """
+import sys, time
+from ehrxqa_pipeline.cli.beside import stop_with_parent
+parent, grace, flag, linger = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4] == "linger"
+stop_with_parent(parent, grace=grace, poll=0.05)
+try:
+    open(flag + ".watched", "w").close()
+    time.sleep(120)
+except KeyboardInterrupt:
+    open(flag, "w").write("interrupted")
+    if linger:  # a run that does not end on the interrupt
+        time.sleep(120)
+"""
+PARENT = """
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], str(os.getpid()), *sys.argv[2:]])
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("linger", [False, True])
+def test_the_run_beside_stops_when_the_build_is_killed(tmp_path, linger):
+    flag = tmp_path / "flag"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, CHILD, "0.5", str(flag),
+                               "linger" if linger else "end"], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "flag.watched").exists() and time.monotonic() < deadline:  # (it imports Dagster first)
+        time.sleep(0.05)
+    assert alive(child) and not flag.exists()
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(child) and flag.read_text() == "interrupted"

@@ -17,6 +17,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -32,6 +34,7 @@ INTERRUPT_GRACE_SECONDS = 30  # after Ctrl-C, how long the run beside may take t
 # CPU-only build at MIMIC scale). Since the model runs channels-last (0fddf9f) training ends about 30 s before the
 # build's process at +5, and +10 measured the same span (221.8 against 221.6 s): +5 kept.
 NICENESS = 5
+PARENT_POLL_SECONDS = 1.0  # how often the run beside looks whether the build's process is still there
 
 
 class Beside:
@@ -85,12 +88,31 @@ def _result(job: dg.JobDefinition, instance: dg.DagsterInstance, run_id: str) ->
                                      output_capture={})
 
 
+def stop_with_parent(parent: int, grace: float = INTERRUPT_GRACE_SECONDS,
+                     poll: float = PARENT_POLL_SECONDS) -> threading.Thread:
+    """In the process beside: once the build's process ``parent`` has ended without stopping it (SIGKILL, the OOM
+    killer), interrupt the run as the build does on Ctrl-C (SIGINT: the run records its end and frees its pool
+    slot), and exit if it has not ended ``grace`` seconds later. Left alone, the orphan trained on for hours, or
+    waited for ever on a pool slot, holding what the next build needs. Returns the watching thread."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(grace)
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="ehrxqa-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(request_path: str) -> int:
     from ehrxqa_pipeline import gc_settings
     from ehrxqa_pipeline.cli.dagster_private import execute, job_origin
     from ehrxqa_pipeline.cli.instance import PID_TAG
     from ehrxqa_pipeline.definitions import defs
 
+    stop_with_parent(os.getppid())
     if hasattr(os, "nice"):  # POSIX
         os.nice(NICENESS)
     request = json.loads(Path(request_path).read_text())
