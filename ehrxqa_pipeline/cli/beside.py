@@ -6,7 +6,8 @@ minute on the demo, hours at MIMIC scale) would keep a core idle there; ``Beside
 their own, in a process started here (``python -m ehrxqa_pipeline.cli.beside REQUEST``), while the rest of their
 stage runs in the build's process. The second process opens the same instance, carries the build's tags (its own
 process id, so a later build can tell when it died) and writes its run id to the file the request names; the
-build then reads that run's events from the instance as if it had executed it itself.
+build then reads that run's events from the instance as if it had executed it itself. It stops when the build's
+process is gone (``stop_with_parent``).
 """
 
 from __future__ import annotations
