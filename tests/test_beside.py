@@ -59,8 +59,8 @@ CHILD = """
 import sys, time
 from ehrxqa_pipeline.cli.beside import stop_with_parent
 parent, grace, flag, linger = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4] == "linger"
-stop_with_parent(parent, grace=grace, poll=0.05)
 try:
+    stop_with_parent(parent, grace=grace, poll=0.05)
     open(flag + ".watched", "w").close()
     time.sleep(120)
 except KeyboardInterrupt:
@@ -92,3 +92,11 @@ def test_the_run_beside_stops_when_the_build_is_killed(tmp_path, linger):
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(child) and flag.read_text() == "interrupted"
+
+
+def test_the_run_beside_stops_at_once_when_the_build_has_ended_before_it_looks(tmp_path):
+    """The build's pid comes with the request: a build that died while its run beside was starting is not taken
+    for the reaper that adopted it."""
+    flag, gone = tmp_path / "flag", 2 ** 22 + 12345  # above pid_max's default: no such process
+    child = subprocess.run([sys.executable, "-c", CHILD, str(gone), "0.5", str(flag), "end"], timeout=60)
+    assert child.returncode == 0 and flag.read_text() == "interrupted"

@@ -48,7 +48,7 @@ class Beside:
         self.job, self.instance = job, instance
         self.request = {"instance_ref": dg.serialize_value(instance.get_ref()),
                         "keys": [k.to_user_string() for k in keys], "tags": dict(tags),
-                        "run_config": dict(run_config)}
+                        "run_config": dict(run_config), "parent": os.getpid()}
         self.result: dg.ExecuteInProcessResult | None = None
         self.error = ""
 
@@ -92,8 +92,8 @@ def _result(job: dg.JobDefinition, instance: dg.DagsterInstance, run_id: str) ->
 def stop_with_parent(parent: int, grace: float = INTERRUPT_GRACE_SECONDS,
                      poll: float = PARENT_POLL_SECONDS) -> threading.Thread:
     """In the process beside: once the build's process ``parent`` has ended without stopping it (SIGKILL, the OOM
-    killer), interrupt the run as the build does on Ctrl-C (SIGINT: the run records its end and frees its pool
-    slot), and exit if it has not ended ``grace`` seconds later. Left alone, the orphan trained on for hours, or
+    killer; at once when it has ended already), interrupt the run as the build does on Ctrl-C (SIGINT: the run
+    records its end and frees its pool slot), and exit if it has not ended ``grace`` seconds later. Left alone, the orphan trained on for hours, or
     waited for ever on a pool slot, holding what the next build needs. Returns the watching thread."""
     def watch() -> None:
         while os.getppid() == parent:
@@ -108,15 +108,15 @@ def stop_with_parent(parent: int, grace: float = INTERRUPT_GRACE_SECONDS,
 
 
 def main(request_path: str) -> int:
+    request = json.loads(Path(request_path).read_text())
+    stop_with_parent(request["parent"])  # (the build's pid as it wrote it: it may have died since)
     from ehrxqa_pipeline import gc_settings
     from ehrxqa_pipeline.cli.dagster_private import execute, job_origin
     from ehrxqa_pipeline.cli.instance import PID_TAG
     from ehrxqa_pipeline.definitions import defs
 
-    stop_with_parent(os.getppid())
     if hasattr(os, "nice"):  # POSIX
         os.nice(NICENESS)
-    request = json.loads(Path(request_path).read_text())
     keys = [dg.AssetKey.from_user_string(k) for k in request["keys"]]
     job = defs.resolve_implicit_global_asset_job_def()
     gc_settings.for_many_steps()  # after the job is resolved, as `ehrxqa build` does: it too lives to the end
