@@ -93,8 +93,10 @@ def stop_with_parent(parent: int, grace: float = INTERRUPT_GRACE_SECONDS,
                      poll: float = PARENT_POLL_SECONDS) -> threading.Thread:
     """In the process beside: once the build's process ``parent`` has ended without stopping it (SIGKILL, the OOM
     killer; at once when it has ended already), interrupt the run as the build does on Ctrl-C (SIGINT: the run
-    records its end and frees its pool slot), and exit if it has not ended ``grace`` seconds later. Left alone, the orphan trained on for hours, or
-    waited for ever on a pool slot, holding what the next build needs. Returns the watching thread."""
+    records its end and frees its pool slot), and exit if it has not ended ``grace`` seconds later. Left alone, the
+    orphan trained on for hours, or waited for ever on a pool slot, holding what the next build needs. Returns the
+    watching thread. (The build's kept worker is a forkserver's child, whose parent is not the build: it watches a
+    pipe instead, ``workers._exit_with``.)"""
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(poll)
