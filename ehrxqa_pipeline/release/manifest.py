@@ -18,7 +18,9 @@ path>``, sorted by path): the byte digests are the manifest's entries; the files
 checks the folder with standard tools; its DuckDB lines, like the files, differ from build to build.
 
 ``verify(release_dir)`` recomputes every entry of the manifest, ``verify_sums(release_dir)`` every line of
-SHA256SUMS.txt; ``python -m ehrxqa_pipeline.release.manifest DIR`` runs both.
+SHA256SUMS.txt; ``python -m ehrxqa_pipeline.release.manifest DIR`` runs both. ``sums_problems`` and
+``manifest_problems`` say the same per file, and ``not_restored`` which files hold neither their listed bytes nor
+(DuckDB) their listed content: `ehrxqa build --changed` writes again what was changed by hand.
 """
 
 from __future__ import annotations
@@ -192,23 +194,77 @@ def write_sha256sums(release_dir: Path, entries: list[Mapping]) -> Path:
     return write_text(Path(release_dir) / SUMS_NAME, sha256sums(release_dir, entries))
 
 
-def verify_sums(release_dir: Path) -> list[str]:
-    """What ``sha256sum -c SHA256SUMS.txt`` in ``release_dir`` would report, plus the files it does not list
-    (empty: all good)."""
-    release_dir = Path(release_dir)
-    path = release_dir / SUMS_NAME
+def listed_sums(release_dir: Path) -> dict[str, str] | None:
+    """Relative path -> SHA-256 of every line of ``release_dir``/SHA256SUMS.txt; None when the file is missing or
+    holds a line it was not written with."""
+    path = Path(release_dir) / SUMS_NAME
     if not path.is_file():
-        return [f"missing: {SUMS_NAME}"]
+        return None
     listed = {}
-    for line in path.read_text().splitlines():
-        digest, rel = line.split("  ", 1)
+    for line in path.read_text(errors="replace").splitlines():
+        digest, sep, rel = line.partition("  ")
+        if not sep or len(digest) != 64:
+            return None
         listed[rel] = digest
+    return listed
+
+
+def sums_problems(release_dir: Path) -> dict[str, str]:
+    """Relative path -> "missing", "changed" or "unlisted": what ``sha256sum -c SHA256SUMS.txt`` in
+    ``release_dir`` would report, and the files it does not list; ``{SUMS_NAME: "missing"}`` or ``"changed"``
+    when the file is missing or not as it was written (empty: all good). Digests are ``sha256_file``'s
+    (remembered: a file whose stat key holds is not read again)."""
+    release_dir = Path(release_dir)
+    listed = listed_sums(release_dir)
+    if listed is None:
+        return {SUMS_NAME: "changed" if (release_dir / SUMS_NAME).is_file() else "missing"}
     present = {p.relative_to(release_dir).as_posix()
                for p in release_files(release_dir, left_out=(SUMS_NAME,))}
-    problems = [f"{SUMS_NAME}: missing: {p}" for p in sorted(set(listed) - present)]
-    problems += [f"not in {SUMS_NAME}: {p}" for p in sorted(present - set(listed))]
-    problems += [f"{SUMS_NAME}: changed: {p}" for p in sorted(set(listed) & present)
-                 if sha256_file(release_dir / p) != listed[p]]
+    problems = dict.fromkeys(sorted(set(listed) - present), "missing")
+    problems.update(dict.fromkeys(sorted(present - set(listed)), "unlisted"))
+    problems.update({p: "changed" for p in sorted(set(listed) & present) if sha256_file(release_dir / p) != listed[p]})
+    return problems
+
+
+def not_restored(release_dir: Path, rels: list[str], manifest_sha256: str | None = None) -> list[str]:
+    """Of the release files ``rels``, those that hold neither what SHA256SUMS.txt lists (their bytes) nor what
+    the manifest lists (``file_entry``: a DuckDB database, whose bytes differ from write to write, by its
+    content). The manifest counts when its SHA-256 is ``manifest_sha256`` (the one its step wrote; None: any)."""
+    release_dir = Path(release_dir)
+    listed = listed_sums(release_dir) or {}
+    doc = release_dir / MANIFEST_NAME
+    entries = ({e["path"]: e for e in json.loads(doc.read_text())["files"]}
+               if doc.is_file() and manifest_sha256 in (None, sha256_file(doc)) else {})
+    bad = []
+    for rel in rels:
+        path = release_dir / rel
+        if not path.is_file() or not (sha256_file(path) == listed.get(rel)
+                                      or (rel in entries and file_entry(release_dir, path) == entries[rel])):
+            bad.append(rel)
+    return bad
+
+
+def verify_sums(release_dir: Path) -> list[str]:
+    """``sums_problems`` as lines (empty: all good)."""
+    text = {"missing": f"{SUMS_NAME}: missing: {{}}", "unlisted": f"not in {SUMS_NAME}: {{}}",
+            "changed": f"{SUMS_NAME}: changed: {{}}"}
+    problems = sums_problems(release_dir)
+    if problems.get(SUMS_NAME):
+        return [f"{problems[SUMS_NAME]}: {SUMS_NAME}"]
+    return [text[why].format(rel) for why in ("missing", "unlisted", "changed")
+            for rel, w in problems.items() if w == why]
+
+
+def manifest_problems(release_dir: Path, manifest: Mapping) -> dict[str, str]:
+    """Relative path -> "missing", "unlisted" or "changed": the files of ``release_dir`` against ``manifest``'s
+    entries (recomputed: a DuckDB database's content digest is read again)."""
+    release_dir = Path(release_dir)
+    listed = {e["path"]: e for e in manifest["files"]}
+    present = {p.relative_to(release_dir).as_posix(): p for p in release_files(release_dir)}
+    problems = dict.fromkeys(sorted(set(listed) - set(present)), "missing")
+    problems.update(dict.fromkeys(sorted(set(present) - set(listed)), "unlisted"))
+    problems.update({rel: "changed" for rel in sorted(set(listed) & set(present))
+                     if file_entry(release_dir, present[rel]) != listed[rel]})
     return problems
 
 
@@ -217,14 +273,10 @@ def verify(release_dir: Path, manifest: Mapping | None = None) -> list[str]:
     release_dir = Path(release_dir)
     if manifest is None:
         manifest = json.loads((release_dir / MANIFEST_NAME).read_text())
-    listed = {e["path"]: e for e in manifest["files"]}
-    present = {p.relative_to(release_dir).as_posix(): p for p in release_files(release_dir)}
-    problems = [f"missing: {p}" for p in sorted(set(listed) - set(present))]
-    problems += [f"not in the manifest: {p}" for p in sorted(set(present) - set(listed))]
-    for rel in sorted(set(listed) & set(present)):
-        if file_entry(release_dir, present[rel]) != listed[rel]:
-            problems.append(f"changed: {rel}")
-    return problems
+    text = {"missing": "missing: {}", "unlisted": "not in the manifest: {}", "changed": "changed: {}"}
+    problems = manifest_problems(release_dir, manifest)
+    return [text[why].format(rel) for why in ("missing", "unlisted", "changed")
+            for rel, w in problems.items() if w == why]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -192,3 +192,38 @@ def test_sha256sums_refuses_names_sha256sum_would_escape(tmp_path):
     (tmp_path / "manifest.json").write_text("{}")
     with pytest.raises(ValueError, match="newline or backslash"):
         manifest.sha256sums(tmp_path, manifest.file_entries(tmp_path))
+
+
+def test_a_file_comes_back_when_it_holds_its_bytes_or_a_database_its_content(tmp_path):
+    """``not_restored``: a file is restored when it holds the bytes SHA256SUMS.txt lists; a DuckDB database, whose
+    bytes differ from write to write, when it holds the content the manifest lists (the manifest as its step
+    wrote it); ``sums_problems``: SHA256SUMS.txt itself gone or edited, by a line it was not written with."""
+    release = make_release(tmp_path)
+    (release / "databases").mkdir()
+    db = release / "databases" / "x.duckdb"
+    _duckdb(db, "ASC")
+    doc = _manifest(tmp_path, release, make_source(tmp_path))
+    manifest.write_manifest(doc, release)
+    manifest.write_sha256sums(release, doc["files"])
+    written = digest.sha256_file(release / "manifest.json")
+    target = release / "ehrxqa" / "valid.json"
+    original = target.read_bytes()
+    target.write_bytes(original + b" ")
+    db.unlink()
+    _duckdb(db, "DESC")  # the same table, written in the other order: other bytes
+    assert manifest.sums_problems(release) == {"databases/x.duckdb": "changed", "ehrxqa/valid.json": "changed"}
+    rels = ["databases/x.duckdb", "ehrxqa/valid.json"]
+    assert manifest.not_restored(release, rels, written) == ["ehrxqa/valid.json"]
+    target.write_bytes(original)
+    assert manifest.not_restored(release, rels, written) == []
+    # the manifest not as its step wrote it: the database's content cannot be vouched for
+    assert manifest.not_restored(release, rels, "0" * 64) == ["databases/x.duckdb"]
+    db.unlink()
+    assert manifest.not_restored(release, rels, written) == ["databases/x.duckdb"]
+    sums = release / "SHA256SUMS.txt"
+    sums.write_text(sums.read_text() + "not a line of sha256sum\n")
+    assert manifest.sums_problems(release) == {"SHA256SUMS.txt": "changed"}
+    assert manifest.verify_sums(release) == ["changed: SHA256SUMS.txt"]
+    sums.unlink()
+    assert manifest.sums_problems(release) == {"SHA256SUMS.txt": "missing"}
+    assert manifest.verify_sums(release) == ["missing: SHA256SUMS.txt"]
