@@ -4,7 +4,7 @@ import dagster as dg
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
 from assets.contract_checks import contract_check_result, contract_check_spec
-from assets.metadata import table_result
+from assets.metadata import table_result, written
 from assets.ingest import ingest_key
 from ehrxqa_pipeline import markdown, names
 from ehrxqa_pipeline.cxr import downloads, selection
@@ -65,7 +65,7 @@ def image_downloads(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg
     paths = downloads.write_list(images, settings.release_dir / downloads.OUT_DIR, downloads.BUILD_LIST, version)
     return dg.MaterializeResult(
         data_version=dg.DataVersion(combine(*(sha256_file(p) for p in paths))),
-        metadata={"dagster/row_count": images.height, "path": dg.MetadataValue.path(str(paths[1])),
+        metadata={"dagster/row_count": images.height, "path": dg.MetadataValue.path(str(paths[1])), **written(paths[0]),
                   "per_partition": dg.MetadataValue.json(dict(
                       images.group_by(images["relpath"].str.slice(0, 3)).len().sort("relpath").rows()))})
 

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from assets.automation import (DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE, RELEASE_ON_CHANGE, WITH_ITS_ASSET,
                                with_its_asset_only)
-from assets.metadata import records_metadata, table_metadata
+from assets.metadata import records_metadata, table_metadata, written
 from assets.ehr_db import ANSWER_KEYS, DB_KEYS, answer_sheet_dir, database_dir
 from assets.paraphrase import POOLS_KEY
 from ehrxqa_pipeline import atomic, names
@@ -246,7 +246,8 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
     return dg.MaterializeResult(metadata={
         **records_metadata(c9), "statistics": dg.MetadataValue.md(c9_md), "c9": dg.MetadataValue.json(c9),
         "per_template": dg.MetadataValue.md(per_md), "unanswerable_per_split": dg.MetadataValue.json(unanswerable),
-        "templates_below_cap": sum(1 for r in per if r["silver_reason"] or r["gold_reason"])})
+        "templates_below_cap": sum(1 for r in per if r["silver_reason"] or r["gold_reason"]),
+        **written(out / "statistics.md", out / "statistics.json")})
 
 
 def _release_asset(which: str) -> dg.AssetsDefinition:

@@ -83,3 +83,10 @@ def schema_metadata(rows: int, types: Mapping[str, str]) -> dict:
     """``records_metadata`` from the row count and the field types (``records.field_types``)."""
     schema = dg.TableSchema(columns=[dg.TableColumn(name, dtype) for name, dtype in types.items()])
     return {"dagster/row_count": rows, "dagster/column_schema": schema}
+
+
+def written(*paths) -> dict:
+    """``{"written": [...]}``: files a step wrote that its other metadata does not name (its ``path`` values name the
+    rest). `ehrxqa build --changed` writes again what a materialization names when it is gone or changed since
+    (``freshness.damaged_outputs``), so every file an asset writes under EHRXQA_HOME is named by one of them."""
+    return {"written": dg.MetadataValue.json(sorted(str(p) for p in paths))}

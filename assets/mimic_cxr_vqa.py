@@ -8,7 +8,7 @@ import dagster as dg
 import polars as pl
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, ON_CHANGE
-from assets.metadata import content_digest, records_metadata, schema_metadata, table_result
+from assets.metadata import content_digest, records_metadata, schema_metadata, table_result, written
 from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.paraphrase import POOLS_KEY
 from assets.splits import SPLIT_KEYS
@@ -166,7 +166,8 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
     atomic.write_json(out / "statistics.json", stats, sort_keys=True, ensure_ascii=True)
     overall = [{"measure": k, **per_split} for k, per_split in stats["overall"].items()]  # Table B4
     return dg.MaterializeResult(metadata={**records_metadata(overall), "statistics": dg.MetadataValue.md(md),
-                                          "overall": dg.MetadataValue.json(stats["overall"])})
+                                          "overall": dg.MetadataValue.json(stats["overall"]),
+                                          **written(out / "statistics.md", out / "statistics.json")})
 
 
 @dg.asset(key=RELEASE_KEY, group_name=names.RELEASE, code_version="2",
@@ -184,7 +185,7 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
 def release_mimic_cxr_vqa(context: dg.AssetExecutionContext, pipeline_config: PipelineConfig, warehouse: Warehouse):
     settings = pipeline_config.settings()
     out = settings.release_dir / "mimic-cxr-vqa"
-    written: dict[str, dict] = {}
+    by_split: dict[str, dict] = {}
     with warehouse.connect() as con:
         vocabulary = [r[0] for r in con.execute(f"SELECT answer FROM {names.MIMIC_CXR_VQA}.vocabulary").fetchall()]
         pools = con.execute(f"SELECT * FROM {names.PARAPHRASE}.pools").pl()
@@ -201,17 +202,17 @@ def release_mimic_cxr_vqa(context: dg.AssetExecutionContext, pipeline_config: Pi
             # a side whose inputs are those its files were written from is not read (records.write_side)
             inputs = combine(content_digest(con, [f"{names.MIMIC_CXR_VQA}.{side}", f"splits.{side}"]),
                              frame_digest(pools), str(settings.seed), f"{start}/{total}")
-            written.update(write_side(load, inputs, out, names.SIDE_SPLITS[side],
-                                      memo=settings.cache_dir / "mimic_cxr_vqa_release.json"))
+            by_split.update(write_side(load, inputs, out, names.SIDE_SPLITS[side],
+                                       memo=settings.cache_dir / "mimic_cxr_vqa_release.json"))
             start += sizes[side]
     atomic.write_json(out / "answer_vocabulary.json", vocabulary, ensure_ascii=True)
-    para_types = dict(sorted(sum((Counter(written[s]["para_types"]) for s in SPLIT_NAMES), Counter()).items()))
-    bad = [b for split in SPLIT_NAMES for b in written[split]["placeholder_problems"]]
+    para_types = dict(sorted(sum((Counter(by_split[s]["para_types"]) for s in SPLIT_NAMES), Counter()).items()))
+    bad = [b for split in SPLIT_NAMES for b in by_split[split]["placeholder_problems"]]
     yield dg.MaterializeResult(metadata={
-        **schema_metadata(sum(w["records"] for w in written.values()),
-                          merged_types(written[split]["types"] for split in SPLIT_NAMES)),
+        **schema_metadata(sum(w["records"] for w in by_split.values()),
+                          merged_types(by_split[split]["types"] for split in SPLIT_NAMES)),
         "path": dg.MetadataValue.path(str(out)),
-        "records_per_split": dg.MetadataValue.json({s: written[s]["records"] for s in SPLIT_NAMES}),
+        "records_per_split": dg.MetadataValue.json({s: by_split[s]["records"] for s in SPLIT_NAMES}),
         "questions_by_phrasing_source": dg.MetadataValue.json(para_types)})
     yield dg.AssetCheckResult(check_name="no_leftover_or_missing_placeholder", passed=not bad,
                               description=f"{len(bad)} questions with a leftover or missing placeholder",

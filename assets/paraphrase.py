@@ -7,7 +7,7 @@ import dagster as dg
 import polars as pl
 
 from assets.automation import DUCKDB_POOL, DUCKDB_TAGS, LLM_POOL, ON_CHANGE
-from assets.metadata import records_metadata, table_metadata
+from assets.metadata import records_metadata, table_metadata, written
 from assets.ingest import ingest_key
 from assets.sources import REVIEW_SOURCE_KEY
 from ehrxqa_pipeline import atomic, filters, names
@@ -356,4 +356,5 @@ def statistics(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.Mate
     atomic.write_json(out / "statistics.json", stats, sort_keys=True, ensure_ascii=True)
     return dg.MaterializeResult(metadata={**records_metadata(_dataset_rows(stats)),
                                           "statistics": dg.MetadataValue.md(md),
-                                          "overall": dg.MetadataValue.json(stats)})
+                                          "overall": dg.MetadataValue.json(stats),
+                                          **written(out / "statistics.md", out / "statistics.json")})

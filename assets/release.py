@@ -16,7 +16,7 @@ from assets.cxr_cohort import SILVER_KEY as SILVER_COHORT_KEY
 from assets.cxr_labels import GOLD_LATER_KEY, LABEL_KEYS, ONTOLOGY_KEY
 from assets.ehr_db import DB_KEYS
 from assets.ingest import CONTRACTS, ingest_key
-from assets.metadata import content_digest
+from assets.metadata import content_digest, written
 from assets.paraphrase import CANDIDATES_KEY as PARAPHRASE_CANDIDATES_KEY
 from assets.paraphrase import POOLS_KEY as PARAPHRASE_POOLS_KEY
 from assets.paraphrase import REVIEW_KEY as PARAPHRASE_REVIEW_KEY
@@ -186,7 +186,7 @@ def release_statistics(context: dg.AssetExecutionContext, pipeline_config: Pipel
                                 (release / tables.EHRXQA_DIR / "statistics.md").read_text())
     paths = tables.write_tables(release, gathered, md)
     return dg.MaterializeResult(metadata={
-        "tables": dg.MetadataValue.md(md), "path": dg.MetadataValue.path(str(paths["md"])),
+        "tables": dg.MetadataValue.md(md), "path": dg.MetadataValue.path(str(paths["md"])), **written(paths["json"]),
         "rows_set_aside": sum(r["rows"] for r in rejected),
         "records": dg.MetadataValue.json({"mimic_cxr_vqa": gathered["mimic_cxr_vqa"]["records"],
                                           "ehrxqa": gathered["ehrxqa"]["records"]})})
@@ -299,7 +299,8 @@ def release_images(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.
     path = downloads.write_readme(folder, version)
     return dg.MaterializeResult(metadata={
         "per_split": dg.MetadataValue.json({s: counts[s] for s in names.DATASET_SPLITS}),
-        "readme": dg.MetadataValue.md(path.read_text()), "path": dg.MetadataValue.path(str(path))})
+        "readme": dg.MetadataValue.md(path.read_text()), "path": dg.MetadataValue.path(str(path)),
+        **written(*(f for split in names.DATASET_SPLITS for f in downloads.list_files(folder, split)))})
 
 
 @dg.asset(key=HF_KEY, code_version="1", deps=[mimic_cxr_vqa.RELEASE_KEY, *ehrxqa.RELEASE_KEYS.values()],
@@ -320,18 +321,18 @@ def release_images(pipeline_config: PipelineConfig, warehouse: Warehouse) -> dg.
                       "and README.md.", **COMMON)
 def release_hf(pipeline_config: PipelineConfig):
     settings = pipeline_config.settings()
-    written = hf.write_export(settings.release_dir, manifest.source_releases(settings.layout()),
-                              manifest.code_section(), memo=settings.cache_dir / "hf_export.json")
-    rows = {d: {s: w[s]["rows"] for s in hf.SPLITS} for d, w in written.items()}
+    exported = hf.write_export(settings.release_dir, manifest.source_releases(settings.layout()),
+                               manifest.code_section(), memo=settings.cache_dir / "hf_export.json")
+    rows = {d: {s: w[s]["rows"] for s in hf.SPLITS} for d, w in exported.items()}
     yield dg.MaterializeResult(metadata={
         "rows_per_split": dg.MetadataValue.json(rows),
         "dagster/row_count": sum(n for per in rows.values() for n in per.values()),
-        "bytes": sum(w[s]["bytes"] for w in written.values() for s in hf.SPLITS),
+        "bytes": sum(w[s]["bytes"] for w in exported.values() for s in hf.SPLITS),
         "files": dg.MetadataValue.md(markdown.table(["file", "rows", "bytes"], [
             [f"{hf.OUT_DIR}/{d}/{s}.parquet", f"{w[s]['rows']:,}", f"{w[s]['bytes']:,}"]
-            for d, w in written.items() for s in hf.SPLITS])),
+            for d, w in exported.items() for s in hf.SPLITS])),
         "path": dg.MetadataValue.path(str(settings.release_dir / hf.OUT_DIR))})
-    compared = {f"{d}/{s}": w[s]["compared"] for d, w in written.items() for s in hf.SPLITS}
+    compared = {f"{d}/{s}": w[s]["compared"] for d, w in exported.items() for s in hf.SPLITS}
     differing = {k: c for k, c in compared.items() if c["differing"]}
     yield dg.AssetCheckResult(check_name="matches_json", passed=not differing,
                               description=f"{len(differing)} of {len(compared)} parquet files differ from their JSON "
@@ -392,7 +393,7 @@ def manifest_asset(definitions: Callable[[], dg.Definitions]) -> dg.AssetsDefini
         files = doc["files"]
         yield dg.MaterializeResult(data_version=dg.DataVersion(digest[:16]), metadata={
             "path": dg.MetadataValue.path(str(path)), "manifest_sha256": digest, "dagster/row_count": len(files),
-            "sha256sums": dg.MetadataValue.path(str(sums)),
+            "sha256sums": dg.MetadataValue.path(str(sums)), **written(log),
             "changelog": dg.MetadataValue.md(log.read_text()), "release_versions_built": len(history),
             "bytes": sum(f.get("bytes", 0) for f in files),
             "content_digests": dg.MetadataValue.json([f["path"] for f in files if f["digest"] == "content"]),

@@ -22,7 +22,7 @@ from assets.cxr_labels import LABEL_KEYS, ONTOLOGY_KEY
 from assets.ehr_db import ANSWER_KEYS, DB_KEYS, answer_sheet_dir, database_dir
 from assets.ehrxqa import QUESTION_KEYS as EHRXQA_QUESTION_KEYS
 from assets.ingest import ingest_key
-from assets.metadata import code_version, content_digest, table_metadata, table_result
+from assets.metadata import code_version, content_digest, table_metadata, table_result, written
 from assets.mimic_cxr_vqa import QUESTION_KEYS as VQA_QUESTION_KEYS
 from assets.mimic_cxr_vqa import read_sides
 from assets.paraphrase import POOLS_KEY
@@ -385,7 +385,7 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
     md = leaderboard_markdown(result.scores)
     write_text(settings.release_dir / "scores.json", text)
     write_text(settings.release_dir / "scores.md", md)
-    written = write_module_predictions(settings.release_dir, result.predictions, split="test")
+    written_predictions = write_module_predictions(settings.release_dir, result.predictions, split="test")
     rows = pl.DataFrame([{"module": m, "metric": k, "value": None if v is None else float(v)}
                          for m, metrics in json.loads(text).items() for k, v in metrics.items()],
                         schema=load_contract("vqa_scoring.scores").polars_schema())
@@ -398,5 +398,6 @@ def scores(context: dg.AssetExecutionContext, config: ScoringConfig, pipeline_co
             **({"pretrained_backbone": dg.MetadataValue.json({**backbone, "decision": result.decisions.get(
                 backbone["module"], {})})} if backbone else {}),
             "path": dg.MetadataValue.path(str(settings.release_dir / "scores.json")),
+            **written(settings.release_dir / "scores.md", *written_predictions),
             "prediction_files": dg.MetadataValue.json(
-                [p.relative_to(settings.release_dir).as_posix() for p in written])})
+                [p.relative_to(settings.release_dir).as_posix() for p in written_predictions])})

@@ -79,7 +79,7 @@ def write_side_lists(load: Callable[[], dict[str, pl.DataFrame]], inputs: str, f
     written from the same inputs and version and its files still hold what was written, ``load`` is never
     called and nothing is written (a gold label edit leaves the train list's 200,000 lines as they are)."""
     inputs = combine(inputs, cxr_version, _CODE)
-    files = {split: (folder / f"{split}.csv", folder / f"{split}_urls.txt") for split in SIDE_SPLITS[side]}
+    files = {split: list_files(folder, split) for split in SIDE_SPLITS[side]}
     kept = {split: [memo.kept(path.name, inputs, path) for path in paths] for split, paths in files.items()}
     if all(facts is not None for both in kept.values() for facts in both):
         return {split: both[0]["images"] for split, both in kept.items()}
@@ -91,12 +91,17 @@ def write_side_lists(load: Callable[[], dict[str, pl.DataFrame]], inputs: str, f
     return out
 
 
+def list_files(folder: Path, name: str) -> list[Path]:
+    """The files of image list ``name``: ``<name>.csv`` and ``<name>_urls.txt`` under ``folder``."""
+    return [folder / f"{name}.csv", folder / f"{name}_urls.txt"]
+
+
 def write_list(frame: pl.DataFrame, folder: Path, name: str, cxr_version: str) -> list[Path]:
-    """``<name>.csv`` and ``<name>_urls.txt`` under ``folder`` (written atomically)."""
+    """``list_files(folder, name)`` (written atomically)."""
     csv = frame.select(COLUMNS).write_csv()
     url = base_url(cxr_version)
     urls = "".join(f"{url}{p}\n" for p in frame["relpath"].to_list())
-    return [write_text(folder / f"{name}.csv", csv), write_text(folder / f"{name}_urls.txt", urls)]
+    return [write_text(path, text) for path, text in zip(list_files(folder, name), (csv, urls))]
 
 
 def readme(cxr_version: str, counts: dict[str, int]) -> str:
