@@ -5,9 +5,17 @@ a parent's data version differs from the one its latest materialization read (th
 tags Dagster records), or when a parent is itself out of date. For each asset whose own inputs changed, the
 reason also names the parents' blocking checks that did not pass on the parent's latest materialization
 (failed, or never evaluated): what stops the automation from re-running it.
+
+``damaged_outputs`` looks at the disk instead: the files an asset's latest materialization names that are gone
+or no longer what it wrote (`ehrxqa build --changed` writes them again).
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import dagster as dg
 
@@ -145,3 +153,158 @@ def stale_assets(graph, instance: dg.DagsterInstance, keys=None) -> dict[str, st
             stale[key] = "; ".join(reasons)
     wanted = set(keys) if keys is not None else None
     return {k.to_user_string(): why for k, why in stale.items() if wanted is None or k in wanted}
+
+
+# -- outputs on disk ------------------------------------------------------------------------------------------
+# The automation and ``out_of_date`` see the instance only; a file an asset wrote that was deleted or edited since
+# (a release file opened and saved by hand, `rm -rf release/`) leaves every asset up to date. `ehrxqa build
+# --changed` asks ``damaged_outputs`` first and materializes what it names again (cli/build.py).
+
+@dataclass
+class Damage:
+    """What ``damaged_outputs`` found. ``assets``: per asset (in dependency order), what of its files is missing or
+    changed; ``files``: those of them in the release (relative paths), but the manifest's own; ``manifest``: the
+    asset that writes the manifest and SHA256SUMS.txt, and ``manifest_sha256`` the manifest as it wrote it;
+    ``unknown``: why the release cannot be compared with what was written (only a full build vouches for it)."""
+
+    assets: dict[dg.AssetKey, list[str]] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+    manifest: dg.AssetKey | None = None
+    manifest_sha256: str | None = None
+    unknown: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.assets or self.unknown)
+
+    def lines(self) -> list[str]:
+        return [f"{k.to_user_string()}: {'; '.join(why)}" for k, why in self.assets.items()] + self.unknown
+
+
+def written_paths(metadata: Mapping) -> list[Path]:
+    """The files and folders a materialization's metadata names: its path values, and the absolute paths among
+    the strings of its JSON values (``{"test": "/.../ehrxqa/test.json"}``, ``assets.metadata.written``)."""
+    out, stack = [], []
+    for value in metadata.values():
+        if isinstance(value, dg.PathMetadataValue):
+            out.append(Path(value.value))
+        elif isinstance(value, dg.JsonMetadataValue):
+            stack.append(value.value)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Mapping):
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+        elif isinstance(x, str) and os.path.isabs(x):
+            out.append(Path(x))
+    return out
+
+
+def _writers(path: Path, written: Mapping[dg.AssetKey, tuple[int, list[Path]]]) -> list[dg.AssetKey]:
+    """The assets whose materialization names ``path`` itself, else those naming the deepest folder holding it."""
+    exact = [k for k, (_, paths) in written.items() if path in paths]
+    if exact:
+        return exact
+    depth = {k: max((len(p.parts) for p in paths if path.is_relative_to(p)), default=0)
+             for k, (_, paths) in written.items()}
+    deepest = max(depth.values(), default=0)
+    return [k for k, d in depth.items() if d and d == deepest]
+
+
+def written_by(graph, instance: dg.DagsterInstance, home: Path, release_dir: Path, inputs: Path | None = None
+               ) -> dict[dg.AssetKey, tuple[int, list[Path]]]:
+    """Per unpartitioned asset (in dependency order), the storage id of its latest materialization and the files
+    and folders under ``home`` its metadata names (``written_paths``; not under ``inputs``, the source). Paths are
+    recorded absolute, in the home of the build that wrote them: the homes this one was moved or copied from (a
+    copy of a build on a larger disk) are found where the manifest wrote SHA256SUMS.txt (in ``release_dir``, a
+    folder of the home) over its materializations, and their paths are read in this home."""
+    from ehrxqa_pipeline.release.manifest import SUMS_NAME
+
+    home, release_dir = Path(os.path.abspath(home)), Path(os.path.abspath(release_dir))
+    inner = release_dir.relative_to(home).parts
+
+    def homes_of(paths) -> set[Path]:  # the homes whose SHA256SUMS.txt ``paths`` name
+        return {Path(*p.parts[:-1 - len(inner)]) for p in paths
+                if p.name == SUMS_NAME and p.parent.parts[len(p.parts) - 1 - len(inner):] == inner}
+
+    latest = _Latest(instance, graph)
+    recorded = {}
+    for key in graph.toposorted_asset_keys:
+        if key in graph.materializable_asset_keys and graph.get(key).partitions_def is None:
+            record = latest.record(key)
+            if record is not None:
+                recorded[key] = (record.storage_id, written_paths(record.asset_materialization.metadata))
+    homes = {home}
+    manifest = next((k for k, (_, paths) in recorded.items() if homes_of(paths)), None)
+    if manifest is not None and not all(p.is_relative_to(home) for _, paths in recorded.values() for p in paths):
+        for r in instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=manifest), limit=100).records:
+            homes |= homes_of(written_paths(r.asset_materialization.metadata))  # moved from one, then another
+    homes_deepest_first = sorted(homes, key=lambda h: -len(h.parts))
+
+    def here(p: Path) -> Path:
+        was = next((h for h in homes_deepest_first if p.is_relative_to(h)), None)
+        return home / p.relative_to(was) if was is not None else p
+
+    out = {}
+    for key, (storage_id, paths) in recorded.items():
+        paths = [q for q in map(here, paths) if q.is_relative_to(home) and not (inputs and q.is_relative_to(inputs))]
+        if paths:
+            out[key] = (storage_id, paths)
+    return out
+
+
+def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir: Path,
+                    inputs: Path | None = None) -> Damage:
+    """The unpartitioned assets whose latest materialization wrote files under ``home`` (``written_by``) that
+    are no longer what it wrote:
+
+    - a file or folder it names is gone;
+    - a release file is missing or differs from its line of SHA256SUMS.txt (or, when that file is itself gone or
+      edited, from its entry in the manifest, if the manifest is as its step wrote it), and the manifest was
+      written after the asset: a file its asset wrote again since (a build under way, or killed) is not damage,
+      the manifest, out of date then, lists it when it runs. A file SHA256SUMS.txt does not list is left alone;
+      one it lists that no materialization names (not the build's) is the manifest's to list again.
+
+    Stat calls and ``sha256_file`` (remembered by stat key) when the release is whole: a fraction of a second on
+    a full-scale home."""
+    import json
+
+    from ehrxqa_pipeline.hashing import sha256_file
+    from ehrxqa_pipeline.release.manifest import MANIFEST_NAME, SUMS_NAME, manifest_problems, sums_problems
+
+    home, release_dir = Path(os.path.abspath(home)), Path(os.path.abspath(release_dir))
+    damage = Damage()
+    written = written_by(graph, instance, home, release_dir, inputs)
+    damage.manifest = next((k for k, (_, paths) in written.items() if release_dir / SUMS_NAME in paths), None)
+    if damage.manifest is not None:
+        metadata = instance.get_latest_materialization_event(damage.manifest).asset_materialization.metadata
+        damage.manifest_sha256 = getattr(metadata.get("manifest_sha256"), "value", None)
+    for key, (_, paths) in written.items():
+        for p in paths:
+            if not p.exists():
+                damage.assets.setdefault(key, []).append(f"{p.relative_to(home).as_posix()} is missing")
+    if damage.manifest is not None:
+        since = written[damage.manifest][0]
+        problems = sums_problems(release_dir)
+        if SUMS_NAME in problems:  # the manifest, as its step wrote it, is the record then
+            doc = release_dir / MANIFEST_NAME
+            if doc.is_file() and sha256_file(doc) == damage.manifest_sha256:
+                problems = {SUMS_NAME: problems[SUMS_NAME],
+                            **manifest_problems(release_dir, json.loads(doc.read_text()))}
+            else:
+                damage.unknown.append(f"release/{SUMS_NAME} and {MANIFEST_NAME} no longer hold what the manifest step "
+                                      "wrote: nothing says what the release held; `ehrxqa build` (every asset) "
+                                      "writes it again")
+        for rel, why in problems.items():
+            if why == "unlisted":
+                continue  # not the build's (a file the user put there): left alone
+            # a file no materialization names is not the build's (tests/test_damaged_outputs.py: every file a build
+            # writes is named): the manifest listed it, and lists what is there when it runs again
+            for w in _writers(release_dir / rel, written) or [damage.manifest]:
+                if written[w][0] <= since:
+                    damage.assets.setdefault(w, []).append(f"release/{rel} {why} since the manifest listed it")
+                    if w != damage.manifest and rel not in damage.files:
+                        damage.files.append(rel)
+    order = {k: i for i, k in enumerate(graph.toposorted_asset_keys)}
+    damage.assets = {k: list(dict.fromkeys(damage.assets[k])) for k in sorted(damage.assets, key=order.get)}
+    return damage

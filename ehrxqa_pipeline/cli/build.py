@@ -206,9 +206,13 @@ def build(settings: Settings, select: str | None = None, instance: dg.DagsterIns
         observed_ok = observed is None or observed.success
         stale = None  # what is out of date now, when already known
         if observed_ok and changed:
-            runner.run_changed(instance)
+            runner.repair_written(instance, settings, log)
+            if runner.ok:
+                runner.run_changed(instance)
             if runner.ok:
                 stale = runner.run_missing(instance, log)
+            if runner.ok:
+                runner.check_written(instance, settings)
         elif observed_ok:
             runner.run_stages(instance, targets)
             if select is None and runner.ok:
@@ -391,6 +395,46 @@ class _Runner:
             else:
                 ranges.append([key])
         return [dg.PartitionKeyRange(r[0], r[-1]) for r in ranges]
+
+    def repair_written(self, instance, settings: Settings, log=print) -> None:
+        """``--changed``, first: the assets whose files under EHRXQA_HOME are gone or changed since they wrote them
+        (``freshness.damaged_outputs``: a release file deleted or saved by hand, `rm -rf release/`) are
+        materialized again, with their checks, before what changed upstream runs: the automation and the
+        freshness pass see the instance only, and took such a release for up to date. Their memos keep nothing
+        whose file no longer holds it, so each writes its files again; an unchanged output keeps its data
+        version and stops there. The release files must then hold what SHA256SUMS.txt or the manifest lists
+        (else the build failed, naming them: the manifest never lists a file its writer did not write again);
+        the manifest runs last when its own files were damaged, or a DuckDB database came back with other bytes."""
+        from assets.freshness import damaged_outputs
+        from ehrxqa_pipeline.release.manifest import not_restored, sums_problems
+
+        damage = damaged_outputs(self.graph, instance, settings.home, settings.release_dir, settings.source_dir)
+        if not damage.assets:
+            return  # (``damage.unknown``: ``check_written`` reports it at the end)
+        log(f"--changed: {len(damage.assets)} asset(s) whose files changed or were removed since they were written: "
+            "materializing them again: " + "; ".join(f"{k.to_user_string()} ({', '.join(why)})"
+                                                      for k, why in damage.assets.items()))
+        writers = [k for k in damage.assets if k != damage.manifest]
+        if writers:
+            self.run_stages(instance, writers)
+        if not self.ok:
+            return
+        bad = not_restored(settings.release_dir, damage.files, damage.manifest_sha256)
+        if bad:
+            self.errors += [f"release/{rel}: materialized again, it still differs from what the manifest lists; "
+                            "`ehrxqa build` (every asset) writes the release again" for rel in bad]
+            return
+        if damage.manifest is not None and (damage.manifest in damage.assets or any(
+                why != "unlisted" for why in sums_problems(settings.release_dir).values())):
+            self.run_stages(instance, [damage.manifest])
+
+    def check_written(self, instance, settings: Settings) -> None:
+        """``--changed``, last: the files every materialization names are there, and the release holds what
+        SHA256SUMS.txt lists (``freshness.damaged_outputs``); else the build failed, naming each."""
+        from assets.freshness import damaged_outputs
+
+        damage = damaged_outputs(self.graph, instance, settings.home, settings.release_dir, settings.source_dir)
+        self.errors += [f"after the build, {line}" for line in damage.lines()]
 
     def run_missing(self, instance, log=print) -> dict[str, str] | None:
         """After the automation rounds of ``--changed``: what is still out of date though no condition requests
