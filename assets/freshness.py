@@ -13,7 +13,7 @@ or no longer what it wrote (`ehrxqa build --changed` writes them again).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -254,10 +254,12 @@ def written_by(graph, instance: dg.DagsterInstance, home: Path, release_dir: Pat
 
 
 def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir: Path,
-                    inputs: Path | None = None) -> Damage:
-    """The unpartitioned assets whose latest materialization wrote files under ``home`` (``written_by``) that
-    are no longer what it wrote:
+                    inputs: Path | None = None, tables: Collection[str] | None = None) -> Damage:
+    """The assets whose latest materialization wrote files under ``home`` (``written_by``), or tables, that are no
+    longer what it wrote:
 
+    - a table its data contract names is not among ``tables`` (schema.name, lower case: those of the warehouse;
+      None: not looked at), as after the warehouse file was deleted (any partition materialized: all again);
     - a file or folder it names is gone;
     - a release file is missing or differs from its line of SHA256SUMS.txt (or, when that file is itself gone or
       edited, from its entry in the manifest, if the manifest is as its step wrote it), and the manifest was
@@ -279,6 +281,17 @@ def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir
     if damage.manifest is not None:
         metadata = instance.get_latest_materialization_event(damage.manifest).asset_materialization.metadata
         damage.manifest_sha256 = getattr(metadata.get("manifest_sha256"), "value", None)
+    if tables is not None:
+        from ehrxqa_pipeline.contracts import all_contracts
+
+        present, by_asset = {t.lower() for t in tables}, {}
+        for contract in all_contracts():
+            for asset, table in contract.tables:
+                by_asset.setdefault(dg.AssetKey.from_user_string(asset), []).append(table)
+        for key, names_ in by_asset.items():
+            gone = [t for t in names_ if t.lower() not in present]
+            if gone and key in graph.materializable_asset_keys and instance.get_latest_materialization_event(key):
+                damage.assets.setdefault(key, []).extend(f"table {t} is missing from the warehouse" for t in gone)
     for key, (_, paths) in written.items():
         for p in paths:
             if not p.exists():

@@ -15,13 +15,14 @@ from assets.freshness import damaged_outputs
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.hashing import sha256_file
 from ehrxqa_pipeline.release.manifest import SUMS_NAME, verify, verify_sums
-from tests.pipeline_graph import GRAPH, TEST_DEFS, built, release_files  # noqa: F401
+from tests.pipeline_graph import GRAPH, SMALL_EHRXQA, TEST_DEFS, built, release_files  # noqa: F401
 
 pytestmark = pytest.mark.slow  # whole-graph builds: not in `make test-fast`
 
 
 def _changed(settings, instance):
-    summary = build(settings, instance=instance, defs=TEST_DEFS, changed=True, log=lambda _: None)
+    summary = build(settings, instance=instance, defs=TEST_DEFS, changed=True, run_config=SMALL_EHRXQA,
+                    log=lambda _: None)
     assert summary.success, summary.failures
     return set(summary.materialized)
 
@@ -92,6 +93,35 @@ def test_a_deleted_release_folder_comes_back_as_it_was(built):
     assert {k for k in rerun if k.startswith("ehr_db/")} == {"ehr_db/silver", "ehr_db/gold"}
 
 
+def test_dropped_warehouse_tables_are_written_again_by_their_assets_alone(built):
+    """An asset whose contracted table is gone from the warehouse (dropped by hand; after `warehouse.duckdb` was
+    deleted, every one: README) is materialized again; its content comes back the same, so nothing below it runs."""
+    import duckdb
+
+    settings, instance, *_ = built
+    before = release_files(settings.release_dir)
+    with duckdb.connect(str(settings.warehouse)) as con:
+        rows = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("ingest.d_labitems", "splits.gold")}
+        for table in rows:
+            con.execute(f"DROP TABLE {table}")
+    found = damaged_outputs(GRAPH, instance, settings.home, settings.release_dir, settings.source_dir,
+                            tables=_tables(settings))
+    assert {k.to_user_string(): why for k, why in found.assets.items()} == {
+        "ingest/d_labitems": ["table ingest.d_labitems is missing from the warehouse"],
+        "splits/gold": ["table splits.gold is missing from the warehouse"]}
+    assert _changed(settings, instance) == {"ingest/d_labitems", "splits/gold"}
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        assert {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in rows} == rows
+    assert release_files(settings.release_dir) == before and _changed(settings, instance) == set()
+
+
+def _tables(settings) -> set[str]:
+    import duckdb
+
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        return {f"{s}.{t}" for s, t in con.execute("SELECT schema_name, table_name FROM duckdb_tables()").fetchall()}
+
+
 def test_a_file_nothing_writes_again_fails_the_build_by_name(built, monkeypatch):
     """A writer that leaves a file as it is (here: release/plots, its writing stubbed) cannot restore it: the
     build fails naming the file, and the manifest does not list the edited bytes."""
@@ -103,7 +133,8 @@ def test_a_file_nothing_writes_again_fails_the_build_by_name(built, monkeypatch)
     plot.write_bytes(original + b"edited by hand")
     sums = (settings.release_dir / SUMS_NAME).read_text()
     monkeypatch.setattr(release_assets.plots, "write_plots", lambda *a, **k: {})
-    summary = build(settings, instance=instance, defs=TEST_DEFS, changed=True, log=lambda _: None)
+    summary = build(settings, instance=instance, defs=TEST_DEFS, changed=True, run_config=SMALL_EHRXQA,
+                    log=lambda _: None)
     assert not summary.success
     assert any(f.startswith("release/plots/funnel.png: materialized again, it still differs") for f in summary.failures)
     assert (settings.release_dir / SUMS_NAME).read_text() == sums
@@ -126,7 +157,8 @@ def test_the_final_check_names_what_the_build_left_damaged(built, monkeypatch):
         return real(self, instance)
 
     monkeypatch.setattr(cli_build._Runner, "run_changed", run_changed)
-    summary = build(settings, instance=instance, defs=TEST_DEFS, changed=True, log=lambda _: None)
+    summary = build(settings, instance=instance, defs=TEST_DEFS, changed=True, run_config=SMALL_EHRXQA,
+                    log=lambda _: None)
     assert not summary.success
     assert summary.failures == ["after the build, release/mimic_cxr_vqa: release/mimic-cxr-vqa/valid.json missing "
                                 "since the manifest listed it"]

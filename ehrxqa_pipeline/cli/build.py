@@ -397,18 +397,17 @@ class _Runner:
         return [dg.PartitionKeyRange(r[0], r[-1]) for r in ranges]
 
     def repair_written(self, instance, settings: Settings, log=print) -> None:
-        """``--changed``, first: the assets whose files under EHRXQA_HOME are gone or changed since they wrote them
-        (``freshness.damaged_outputs``: a release file deleted or saved by hand, `rm -rf release/`) are
-        materialized again, with their checks, before what changed upstream runs: the automation and the
-        freshness pass see the instance only, and took such a release for up to date. Their memos keep nothing
+        """``--changed``, first: the assets whose files under EHRXQA_HOME, or tables, are gone or changed since they
+        wrote them (``freshness.damaged_outputs``: a release file deleted or saved by hand, `rm -rf release/`, the
+        warehouse file deleted) are materialized again, with their checks, before what changed upstream runs: the
+        automation and the freshness pass see the instance only, and took these for up to date. Their memos keep nothing
         whose file no longer holds it, so each writes its files again; an unchanged output keeps its data
         version and stops there. The release files must then hold what SHA256SUMS.txt or the manifest lists
         (else the build failed, naming them: the manifest never lists a file its writer did not write again);
         the manifest runs last when its own files were damaged, or a DuckDB database came back with other bytes."""
-        from assets.freshness import damaged_outputs
         from ehrxqa_pipeline.release.manifest import not_restored, sums_problems
 
-        damage = damaged_outputs(self.graph, instance, settings.home, settings.release_dir, settings.source_dir)
+        damage = self._damage(instance, settings)
         if not damage.assets:
             return  # (``damage.unknown``: ``check_written`` reports it at the end)
         log(f"--changed: {len(damage.assets)} asset(s) whose files changed or were removed since they were written: "
@@ -431,10 +430,20 @@ class _Runner:
     def check_written(self, instance, settings: Settings) -> None:
         """``--changed``, last: the files every materialization names are there, and the release holds what
         SHA256SUMS.txt lists (``freshness.damaged_outputs``); else the build failed, naming each."""
+        self.errors += [f"after the build, {line}" for line in self._damage(instance, settings).lines()]
+
+    def _damage(self, instance, settings: Settings):
+        """``freshness.damaged_outputs`` of this home, with the tables of the warehouse (the definitions' own
+        resource, opened as a step opens it: a missing file is created empty, and all its tables are missing)."""
         from assets.freshness import damaged_outputs
 
-        damage = damaged_outputs(self.graph, instance, settings.home, settings.release_dir, settings.source_dir)
-        self.errors += [f"after the build, {line}" for line in damage.lines()]
+        tables = None
+        if (warehouse := (self.defs.resources or {}).get("warehouse")) is not None:
+            with warehouse.connect() as con:
+                tables = {f"{s}.{t}" for s, t in con.execute(
+                    "SELECT schema_name, table_name FROM duckdb_tables() WHERE NOT temporary").fetchall()}
+        return damaged_outputs(self.graph, instance, settings.home, settings.release_dir, settings.source_dir,
+                               tables)
 
     def run_missing(self, instance, log=print) -> dict[str, str] | None:
         """After the automation rounds of ``--changed``: what is still out of date though no condition requests
