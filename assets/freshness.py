@@ -162,22 +162,20 @@ def stale_assets(graph, instance: dg.DagsterInstance, keys=None) -> dict[str, st
 
 @dataclass
 class Damage:
-    """What ``damaged_outputs`` found. ``assets``: per asset (in dependency order), what of its files is missing or
-    changed; ``files``: those of them in the release (relative paths), but the manifest's own; ``manifest``: the
-    asset that writes the manifest and SHA256SUMS.txt, and ``manifest_sha256`` the manifest as it wrote it;
-    ``unknown``: why the release cannot be compared with what was written (only a full build vouches for it)."""
+    """What ``damaged_outputs`` found. ``assets``: per asset (in dependency order), what of its files or tables is
+    missing or changed; ``files``: those in the release (relative paths), but the manifest's own; ``manifest``: the
+    asset that writes the manifest and SHA256SUMS.txt, and ``manifest_sha256`` the manifest as it wrote it."""
 
     assets: dict[dg.AssetKey, list[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     manifest: dg.AssetKey | None = None
     manifest_sha256: str | None = None
-    unknown: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.assets or self.unknown)
+        return bool(self.assets)
 
     def lines(self) -> list[str]:
-        return [f"{k.to_user_string()}: {'; '.join(why)}" for k, why in self.assets.items()] + self.unknown
+        return [f"{k.to_user_string()}: {'; '.join(why)}" for k, why in self.assets.items()]
 
 
 def written_paths(metadata: Mapping) -> list[Path]:
@@ -267,6 +265,9 @@ def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir
       the manifest, out of date then, lists it when it runs. A file SHA256SUMS.txt does not list is left alone;
       one it lists that no materialization names (not the build's) is the manifest's to list again.
 
+    An asset out of date (``stale_assets``) is left out, and the release while the manifest is: it runs anyway,
+    and its files may be those of a build that was killed before their materialization was recorded.
+
     Stat calls and ``sha256_file`` (remembered by stat key) when the release is whole: a fraction of a second on
     a full-scale home."""
     import json
@@ -276,7 +277,10 @@ def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir
 
     home, release_dir = Path(os.path.abspath(home)), Path(os.path.abspath(release_dir))
     damage = Damage()
-    written = written_by(graph, instance, home, release_dir, inputs)
+    # an asset out of date runs anyway, and what it wrote may be a build's under way (killed between its files
+    # and its materialization): not damage; nor the release while the manifest, which lists it, is out of date
+    stale = {dg.AssetKey.from_user_string(k) for k in stale_assets(graph, instance)}
+    written = {k: w for k, w in written_by(graph, instance, home, release_dir, inputs).items() if k not in stale}
     damage.manifest = next((k for k, (_, paths) in written.items() if release_dir / SUMS_NAME in paths), None)
     if damage.manifest is not None:
         metadata = instance.get_latest_materialization_event(damage.manifest).asset_materialization.metadata
@@ -290,7 +294,8 @@ def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir
                 by_asset.setdefault(dg.AssetKey.from_user_string(asset), []).append(table)
         for key, names_ in by_asset.items():
             gone = [t for t in names_ if t.lower() not in present]
-            if gone and key in graph.materializable_asset_keys and instance.get_latest_materialization_event(key):
+            if (gone and key in graph.materializable_asset_keys and key not in stale
+                    and instance.get_latest_materialization_event(key)):
                 damage.assets.setdefault(key, []).extend(f"table {t} is missing from the warehouse" for t in gone)
     for key, (_, paths) in written.items():
         for p in paths:
@@ -304,10 +309,12 @@ def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir
             if doc.is_file() and sha256_file(doc) == damage.manifest_sha256:
                 problems = {SUMS_NAME: problems[SUMS_NAME],
                             **manifest_problems(release_dir, json.loads(doc.read_text()))}
-            else:
-                damage.unknown.append(f"release/{SUMS_NAME} and {MANIFEST_NAME} no longer hold what the manifest step "
-                                      "wrote: nothing says what the release held; `ehrxqa build` (every asset) "
-                                      "writes it again")
+            else:  # nothing says what the release held: all of it is written again
+                for key, (_, paths) in written.items():
+                    if any(p.is_relative_to(release_dir) for p in paths):
+                        damage.assets.setdefault(key, []).append(
+                            f"release/{SUMS_NAME} and {MANIFEST_NAME} are gone or not as written: the release cannot "
+                            "be compared with what was written")
         for rel, why in problems.items():
             if why == "unlisted":
                 continue  # not the build's (a file the user put there): left alone

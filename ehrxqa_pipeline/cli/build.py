@@ -211,8 +211,8 @@ def build(settings: Settings, select: str | None = None, instance: dg.DagsterIns
                 runner.run_changed(instance)
             if runner.ok:
                 stale = runner.run_missing(instance, log)
-            if runner.ok:
-                runner.check_written(instance, settings)
+            if runner.ok:  # what the first look left aside (out of date then, or below a source change): now
+                runner.repair_written(instance, settings, log, last=True)
         elif observed_ok:
             runner.run_stages(instance, targets)
             if select is None and runner.ok:
@@ -396,20 +396,23 @@ class _Runner:
                 ranges.append([key])
         return [dg.PartitionKeyRange(r[0], r[-1]) for r in ranges]
 
-    def repair_written(self, instance, settings: Settings, log=print) -> None:
-        """``--changed``, first: the assets whose files under EHRXQA_HOME, or tables, are gone or changed since they
-        wrote them (``freshness.damaged_outputs``: a release file deleted or saved by hand, `rm -rf release/`, the
-        warehouse file deleted) are materialized again, with their checks, before what changed upstream runs: the
-        automation and the freshness pass see the instance only, and took these for up to date. Their memos keep nothing
-        whose file no longer holds it, so each writes its files again; an unchanged output keeps its data
-        version and stops there. The release files must then hold what SHA256SUMS.txt or the manifest lists
-        (else the build failed, naming them: the manifest never lists a file its writer did not write again);
-        the manifest runs last when its own files were damaged, or a DuckDB database came back with other bytes."""
+    def repair_written(self, instance, settings: Settings, log=print, last: bool = False) -> None:
+        """``--changed``, first and ``last``: the assets whose files under EHRXQA_HOME, or tables, are gone or
+        changed since they wrote them (``freshness.damaged_outputs``: a release file deleted or saved by hand,
+        `rm -rf release/`, the warehouse file deleted) are materialized again, with their checks: the automation
+        and the freshness pass see the instance only, and took these for up to date. First, before what changed
+        upstream runs; last, for what was out of date then (not looked at: it ran, or a build under way had
+        written it) and is damaged still. Their memos keep nothing whose file no longer holds it, so each writes
+        its files again; an unchanged output keeps its data version and stops there. The release files must
+        then hold what SHA256SUMS.txt or the manifest lists (else the build failed, naming them: the manifest
+        never lists a file its writer did not write again); the manifest runs last when its own files were
+        damaged, or a DuckDB database came back with other bytes. ``last``: what is damaged after that fails the
+        build, named."""
         from ehrxqa_pipeline.release.manifest import not_restored, sums_problems
 
         damage = self._damage(instance, settings)
         if not damage.assets:
-            return  # (``damage.unknown``: ``check_written`` reports it at the end)
+            return
         log(f"--changed: {len(damage.assets)} asset(s) whose files changed or were removed since they were written: "
             "materializing them again: " + "; ".join(f"{k.to_user_string()} ({', '.join(why)})"
                                                       for k, why in damage.assets.items()))
@@ -426,11 +429,8 @@ class _Runner:
         if damage.manifest is not None and (damage.manifest in damage.assets or any(
                 why != "unlisted" for why in sums_problems(settings.release_dir).values())):
             self.run_stages(instance, [damage.manifest])
-
-    def check_written(self, instance, settings: Settings) -> None:
-        """``--changed``, last: the files every materialization names are there, and the release holds what
-        SHA256SUMS.txt lists (``freshness.damaged_outputs``); else the build failed, naming each."""
-        self.errors += [f"after the build, {line}" for line in self._damage(instance, settings).lines()]
+        if last and self.ok:
+            self.errors += [f"after the build, {line}" for line in self._damage(instance, settings).lines()]
 
     def _damage(self, instance, settings: Settings):
         """``freshness.damaged_outputs`` of this home, with the tables of the warehouse (the definitions' own
