@@ -164,12 +164,14 @@ def stale_assets(graph, instance: dg.DagsterInstance, keys=None) -> dict[str, st
 class Damage:
     """What ``damaged_outputs`` found. ``assets``: per asset (in dependency order), what of its files or tables is
     missing or changed; ``files``: those in the release (relative paths), but the manifest's own; ``manifest``: the
-    asset that writes the manifest and SHA256SUMS.txt, and ``manifest_sha256`` the manifest as it wrote it."""
+    asset that writes the manifest and SHA256SUMS.txt, ``manifest_sha256`` the manifest as it wrote it, and
+    ``manifest_due`` whether it is out of date (it lists the release again when what it reads is done)."""
 
     assets: dict[dg.AssetKey, list[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     manifest: dg.AssetKey | None = None
     manifest_sha256: str | None = None
+    manifest_due: bool = False
 
     def __bool__(self) -> bool:
         return bool(self.assets)
@@ -265,8 +267,9 @@ def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir
       the manifest, out of date then, lists it when it runs. A file SHA256SUMS.txt does not list is left alone;
       one it lists that no materialization names (not the build's) is the manifest's to list again.
 
-    An asset out of date (``stale_assets``) is left out, and the release while the manifest is: it runs anyway,
-    and its files may be those of a build that was killed before their materialization was recorded.
+    A changed file of an asset whose own inputs changed (``stale_assets``, not only ``UPSTREAM``) is left out: it
+    runs anyway, and the file may be one a build killed before its materialization was recorded had written.
+    ``files``, which must come back as listed, holds the release files of the others only.
 
     Stat calls and ``sha256_file`` (remembered by stat key) when the release is whole: a fraction of a second on
     a full-scale home."""
@@ -277,12 +280,15 @@ def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir
 
     home, release_dir = Path(os.path.abspath(home)), Path(os.path.abspath(release_dir))
     damage = Damage()
-    # an asset out of date runs anyway, and what it wrote may be a build's under way (killed between its files
-    # and its materialization): not damage; nor the release while the manifest, which lists it, is out of date
-    stale = {dg.AssetKey.from_user_string(k) for k in stale_assets(graph, instance)}
-    written = {k: w for k, w in written_by(graph, instance, home, release_dir, inputs).items() if k not in stale}
+    # An asset whose own inputs changed runs anyway, and a file of it that differs may be a build's under way
+    # (killed between its files and its materialization): not damage. A file or table gone is, whatever the
+    # asset's state (writes are atomic: a kill leaves none missing): what reads it cannot wait for the rounds.
+    stale = stale_assets(graph, instance)
+    runs = {dg.AssetKey.from_user_string(k) for k, why in stale.items() if not why.startswith(UPSTREAM)}
+    written = written_by(graph, instance, home, release_dir, inputs)
     damage.manifest = next((k for k, (_, paths) in written.items() if release_dir / SUMS_NAME in paths), None)
     if damage.manifest is not None:
+        damage.manifest_due = damage.manifest.to_user_string() in stale
         metadata = instance.get_latest_materialization_event(damage.manifest).asset_materialization.metadata
         damage.manifest_sha256 = getattr(metadata.get("manifest_sha256"), "value", None)
     if tables is not None:
@@ -294,8 +300,7 @@ def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir
                 by_asset.setdefault(dg.AssetKey.from_user_string(asset), []).append(table)
         for key, names_ in by_asset.items():
             gone = [t for t in names_ if t.lower() not in present]
-            if (gone and key in graph.materializable_asset_keys and key not in stale
-                    and instance.get_latest_materialization_event(key)):
+            if gone and key in graph.materializable_asset_keys and instance.get_latest_materialization_event(key):
                 damage.assets.setdefault(key, []).extend(f"table {t} is missing from the warehouse" for t in gone)
     for key, (_, paths) in written.items():
         for p in paths:
@@ -321,10 +326,12 @@ def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir
             # a file no materialization names is not the build's (tests/test_damaged_outputs.py: every file a build
             # writes is named): the manifest listed it, and lists what is there when it runs again
             for w in _writers(release_dir / rel, written) or [damage.manifest]:
-                if written[w][0] <= since:
-                    damage.assets.setdefault(w, []).append(f"release/{rel} {why} since the manifest listed it")
-                    if w != damage.manifest and rel not in damage.files:
-                        damage.files.append(rel)
+                as_listed = w not in runs and written[w][0] <= since  # written again, it is as listed
+                if why == "changed" and not as_listed:
+                    continue
+                damage.assets.setdefault(w, []).append(f"release/{rel} {why} since the manifest listed it")
+                if as_listed and w != damage.manifest and rel not in damage.files:
+                    damage.files.append(rel)
     order = {k: i for i, k in enumerate(graph.toposorted_asset_keys)}
     damage.assets = {k: list(dict.fromkeys(damage.assets[k])) for k in sorted(damage.assets, key=order.get)}
     return damage

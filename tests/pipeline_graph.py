@@ -366,3 +366,12 @@ def fresh_release(tmp_path_factory, *, silver_as_zip: bool = True) -> dict[str, 
         summary = build(settings, instance=instance, defs=TEST_DEFS, run_config=SMALL_EHRXQA)
         assert summary.success, (summary.failures, summary.stale)
         return release_files(settings.release_dir, read_from_zip=True)
+
+
+def with_code_versions(fn, base: dg.Definitions = TEST_DEFS) -> dg.Definitions:
+    """``base`` with each asset's code version replaced by ``fn(key, code_version)``."""
+    assets = [a.map_asset_specs(lambda spec: spec.replace_attributes(code_version=fn(spec.key, spec.code_version)))
+              if isinstance(a, dg.AssetsDefinition) and a.is_executable and not a.is_observable else a
+              for a in base.assets]
+    return dg.Definitions(assets=assets, asset_checks=base.asset_checks, schedules=base.schedules,
+                          sensors=base.sensors, resources=base.resources, executor=base.executor)

@@ -15,7 +15,8 @@ from assets.freshness import damaged_outputs
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.hashing import sha256_file
 from ehrxqa_pipeline.release.manifest import SUMS_NAME, verify, verify_sums
-from tests.pipeline_graph import GRAPH, SMALL_EHRXQA, TEST_DEFS, built, release_files  # noqa: F401
+from tests.pipeline_graph import (GRAPH, SMALL_EHRXQA, TEST_DEFS, built, release_files,  # noqa: F401
+                                  with_code_versions)
 
 pytestmark = pytest.mark.slow  # whole-graph builds: not in `make test-fast`
 
@@ -80,27 +81,27 @@ def test_deleted_databases_are_written_again_and_the_manifest_lists_their_new_by
     assert (settings.home / "answer_sheets" / "gold" / "tb_cxr_plus.db").is_file()
 
 
-def test_what_a_build_under_way_wrote_is_not_damage(built):
-    """Below a source change the assets are out of date and run anyway; a release file that differs from its line
-    then may be the new one a killed build wrote before its materialization was recorded: not damage, and the
-    release is not compared while the manifest, which lists it, is out of date."""
-    from benchmarks import edits
-    from tests.pipeline_graph import observe
-
+def test_a_changed_file_of_an_asset_that_runs_anyway_is_not_damage(built):
+    """An asset whose own inputs changed (here: its code version) runs anyway, and a file of it that differs from
+    its line may be the new one a build, killed before that materialization was recorded, wrote: not damage. A
+    file gone is damage whatever the asset's state (writes are atomic: no kill leaves one missing)."""
     settings, instance, *_ = built
+    key = dg.AssetKey(["release", "ehrxqa", "gold"])
+    bumped = with_code_versions(lambda k, cv: cv + "-bumped" if k == key else cv).resolve_asset_graph()
+
+    def found(graph) -> list[str]:
+        return damaged_outputs(graph, instance, settings.home, settings.release_dir, settings.source_dir).lines()
+
     split = settings.release_dir / "ehrxqa" / "test.json"
     kept = split.read_bytes()
-    edit = edits.gold_label(settings.source_dir, settings.warehouse)
-    edit.apply()
-    observe(settings, instance)
-    split.write_bytes(kept.replace(b'"answer"', b'"answer" ', 1))  # as the killed build's writer left it
-    (settings.home / "answer_sheets" / "gold" / "tb_cxr_plus.db").rename(settings.home / "sheet.db")
-    assert damaged_outputs(GRAPH, instance, settings.home, settings.release_dir, settings.source_dir).lines() == []
-    edit.undo()
-    observe(settings, instance)
+    split.write_bytes(kept.replace(b'"answer"', b'"answer" ', 1))  # as a killed build's writer left it
+    assert found(bumped) == []
+    assert found(GRAPH) == ["release/ehrxqa/gold: release/ehrxqa/test.json changed since the manifest listed it"]
+    split.unlink()
+    assert found(bumped) == ["release/ehrxqa/gold: release/ehrxqa/test.json is missing; release/ehrxqa/test.json "
+                             "missing since the manifest listed it"]
     split.write_bytes(kept)
-    (settings.home / "sheet.db").rename(settings.home / "answer_sheets" / "gold" / "tb_cxr_plus.db")
-    assert _changed(settings, instance) == set()
+    assert found(GRAPH) == [] and _changed(settings, instance) == set()
 
 
 def test_a_deleted_release_folder_comes_back_as_it_was(built):

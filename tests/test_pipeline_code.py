@@ -12,7 +12,7 @@ from ehrxqa_pipeline import definitions
 from ehrxqa_pipeline.cli.build import build
 from ehrxqa_pipeline.sources.readers import resolve
 from tests.pipeline_graph import (TEST_DEFS, K, built, cascade, children, descendants, observe,  # noqa: F401
-                                  release_files, requested)
+                                  release_files, requested, with_code_versions)
 from tests.textfiles import edit
 
 pytestmark = pytest.mark.slow  # whole-graph builds: not in `make test-fast`
@@ -27,7 +27,7 @@ def test_prompt_version_edit_reruns_only_paraphrasing_and_after(built, monkeypat
     baseline = dg.evaluate_automation_conditions(defs=TEST_DEFS, instance=instance)
     old, new = para.PROMPT_VERSION, para.PROMPT_VERSION + "-edited"
     monkeypatch.setattr(para, "PROMPT_VERSION", new)  # the prompts table records the version it was made with
-    edited = _with_code_versions(
+    edited = with_code_versions(
         lambda key, cv: cv.replace(old, new) if key in (para.PROMPTS_KEY, para.CANDIDATES_KEY) else cv)
     graph = edited.resolve_asset_graph()
     assert graph.get(para.PROMPTS_KEY).code_version.endswith(new)
@@ -44,7 +44,7 @@ def test_code_version_bump_reruns_the_asset_then_its_downstream(built):
     baseline = dg.evaluate_automation_conditions(defs=base, instance=instance)
     assert requested(baseline) == set()
     key = K(["mimic_cxr_vqa", "statistics"])  # three levels above the manifest, and quick to re-run
-    bumped = _with_code_versions(lambda k, cv: cv + "-bumped" if k == key else cv, base)
+    bumped = with_code_versions(lambda k, cv: cv + "-bumped" if k == key else cv, base)
     ticks, _, _ = cascade(instance, settings, baseline.cursor, bumped)
     assert ticks[0] == {"mimic_cxr_vqa/statistics"}
     # its data version holds its code version: its children are due next (the manifest waits for the others)
@@ -89,11 +89,3 @@ def test_failed_blocking_check_stops_downstream(built, monkeypatch):
 
 _EDITED: dict = {}  # the definitions the previous scenario left the instance at (code versions changed)
 
-
-def _with_code_versions(fn, base: dg.Definitions = TEST_DEFS) -> dg.Definitions:
-    """``base`` with each asset's code version replaced by ``fn(key, code_version)``."""
-    assets = [a.map_asset_specs(lambda spec: spec.replace_attributes(code_version=fn(spec.key, spec.code_version)))
-              if isinstance(a, dg.AssetsDefinition) and a.is_executable and not a.is_observable else a
-              for a in base.assets]
-    return dg.Definitions(assets=assets, asset_checks=base.asset_checks, schedules=base.schedules,
-                          sensors=base.sensors, resources=base.resources, executor=base.executor)
