@@ -165,19 +165,26 @@ class Damage:
     """What ``damaged_outputs`` found. ``assets``: per asset (in dependency order), what of its files or tables is
     missing or changed; ``files``: those in the release (relative paths), but the manifest's own; ``manifest``: the
     asset that writes the manifest and SHA256SUMS.txt, ``manifest_sha256`` the manifest as it wrote it, and
-    ``manifest_due`` whether it is out of date (it lists the release again when what it reads is done)."""
+    ``manifest_due`` whether it is out of date (it lists the release again when what it reads is done);
+    ``unnamed``: listed release files gone or changed that no materialization names (a home built before every
+    file was named: only a full build writes them; the manifest must not list the release without them)."""
 
     assets: dict[dg.AssetKey, list[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     manifest: dg.AssetKey | None = None
     manifest_sha256: str | None = None
     manifest_due: bool = False
+    unnamed: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.assets)
+        return bool(self.assets or self.unnamed)
 
     def lines(self) -> list[str]:
-        return [f"{k.to_user_string()}: {'; '.join(why)}" for k, why in self.assets.items()]
+        return [f"{k.to_user_string()}: {'; '.join(why)}" for k, why in self.assets.items()] + self.unnamed_lines()
+
+    def unnamed_lines(self) -> list[str]:
+        return [f"release/{rel} is gone or changed, and no asset's latest materialization names it: `ehrxqa build` "
+                "(every asset) writes the release again" for rel in self.unnamed]
 
 
 def written_paths(metadata: Mapping) -> list[Path]:
@@ -265,7 +272,7 @@ def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir
       edited, from its entry in the manifest, if the manifest is as its step wrote it), and the manifest was
       written after the asset: a file its asset wrote again since (a build under way, or killed) is not damage,
       the manifest, out of date then, lists it when it runs. A file SHA256SUMS.txt does not list is left alone;
-      one it lists that no materialization names (not the build's) is the manifest's to list again.
+      one it lists that no materialization names is ``unnamed``.
 
     A changed file of an asset whose own inputs changed (``stale_assets``, not only ``UPSTREAM``) is left out: it
     runs anyway, and the file may be one a build killed before its materialization was recorded had written.
@@ -323,9 +330,10 @@ def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir
         for rel, why in problems.items():
             if why == "unlisted":
                 continue  # not the build's (a file the user put there): left alone
-            # a file no materialization names is not the build's (tests/test_damaged_outputs.py: every file a build
-            # writes is named): the manifest listed it, and lists what is there when it runs again
-            for w in _writers(release_dir / rel, written) or [damage.manifest]:
+            writers = _writers(release_dir / rel, written)
+            if not writers:  # (every file a build writes is named: tests/test_damaged_outputs.py)
+                damage.unnamed.append(rel)
+            for w in writers:
                 as_listed = w not in runs and written[w][0] <= since  # written again, it is as listed
                 if why == "changed" and not as_listed:
                     continue

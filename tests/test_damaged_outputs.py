@@ -227,6 +227,27 @@ def test_what_the_last_look_leaves_damaged_fails_the_build_by_name(built, monkey
     assert _changed(settings, instance) == {"paraphrase/review"} and queue.read_bytes() == kept
 
 
+def test_a_listed_file_no_asset_names_fails_the_build_and_stays_listed(built):
+    """A release file SHA256SUMS.txt lists that no materialization names (a home built before every file was named)
+    cannot be written again here: the build fails at once, naming it, and the manifest does not list the release
+    without it (which `sha256sum -c` would then pass)."""
+    settings, instance, *_ = built
+    theirs = settings.release_dir / "paraphrases" / "older.txt"
+    theirs.write_text("written by an older build")
+    assert build(settings, select="key:release/manifest", instance=instance, defs=TEST_DEFS).success  # listed
+    sums = (settings.release_dir / SUMS_NAME).read_text()
+    assert "paraphrases/older.txt" in sums
+    theirs.unlink()
+    summary = build(settings, instance=instance, defs=TEST_DEFS, changed=True, run_config=SMALL_EHRXQA,
+                    log=lambda _: None)
+    assert not summary.success and summary.materialized == {}
+    assert summary.failures == ["release/paraphrases/older.txt is gone or changed, and no asset's latest "
+                                "materialization names it: `ehrxqa build` (every asset) writes the release again"]
+    assert (settings.release_dir / SUMS_NAME).read_text() == sums
+    assert build(settings, select="key:release/manifest", instance=instance, defs=TEST_DEFS).success
+    assert verify_sums(settings.release_dir) == [] and _changed(settings, instance) == set()
+
+
 def test_an_unevaluated_home_is_not_damaged(tmp_path):
     """No materialization names anything on an empty instance: nothing to write again."""
     with dg.instance_for_test() as instance:

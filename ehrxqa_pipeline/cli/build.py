@@ -411,6 +411,9 @@ class _Runner:
         from ehrxqa_pipeline.release.manifest import not_restored, sums_problems
 
         damage = self._damage(instance, settings)
+        if damage.unnamed:  # nothing here writes them again: the manifest must not list the release without them
+            self.errors += damage.unnamed_lines()
+            return
         if not damage.assets:
             return
         log(f"--changed: {len(damage.assets)} asset(s) whose files changed or were removed since they were written: "
