@@ -305,8 +305,8 @@ def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir
         for contract in all_contracts():
             for asset, table in contract.tables:
                 by_asset.setdefault(dg.AssetKey.from_user_string(asset), []).append(table)
-        for key, names_ in by_asset.items():
-            gone = [t for t in names_ if t.lower() not in present]
+        for key, its_tables in by_asset.items():
+            gone = [t for t in its_tables if t.lower() not in present]
             if gone and key in graph.materializable_asset_keys and instance.get_latest_materialization_event(key):
                 damage.assets.setdefault(key, []).extend(f"table {t} is missing from the warehouse" for t in gone)
     for key, (_, paths) in written.items():

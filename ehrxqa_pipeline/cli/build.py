@@ -211,7 +211,7 @@ def build(settings: Settings, select: str | None = None, instance: dg.DagsterIns
                 runner.run_changed(instance)
             if runner.ok:
                 stale = runner.run_missing(instance, log)
-            if runner.ok:  # what the first look left aside (out of date then, or below a source change): now
+            if runner.ok:  # the last look: what the first left to the rounds, or what was damaged meanwhile
                 runner.repair_written(instance, settings, log, last=True)
         elif observed_ok:
             runner.run_stages(instance, targets)
@@ -401,8 +401,8 @@ class _Runner:
         changed since they wrote them (``freshness.damaged_outputs``: a release file deleted or saved by hand,
         `rm -rf release/`, the warehouse file deleted) are materialized again, with their checks: the automation
         and the freshness pass see the instance only, and took these for up to date. First, before what changed
-        upstream runs; last, for what was out of date then (not looked at: it ran, or a build under way had
-        written it) and is damaged still. Their memos keep nothing whose file no longer holds it, so each writes
+        upstream runs; last, for a changed file the first look left to the rounds (its asset was to run) and what
+        was damaged meanwhile. Their memos keep nothing whose file no longer holds it, so each writes
         its files again; an unchanged output keeps its data version and stops there. The release files must
         then hold what SHA256SUMS.txt or the manifest lists (else the build failed, naming them: the manifest
         never lists a file its writer did not write again); the manifest runs last when its own files were
