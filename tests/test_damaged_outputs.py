@@ -1,10 +1,11 @@
 """Outputs changed on disk after they were written: `ehrxqa build --changed` writes again what a user deleted or
-edited under EHRXQA_HOME (a release file saved by hand, a folder removed), and never reports success over a
-release that ``sha256sum -c SHA256SUMS.txt`` rejects. The automation and the freshness pass read the instance
-only: before, such a release passed for up to date ("0 assets materialized ... build succeeded").
+edited under EHRXQA_HOME (a release file saved by hand, a folder removed, warehouse tables dropped), and never
+reports success over a release that ``sha256sum -c SHA256SUMS.txt`` rejects. The automation and the freshness
+pass read the instance only: before, such a release passed for up to date ("0 assets materialized ... build
+succeeded"); ``assets.freshness.damaged_outputs`` reads the disk.
 
 On a copy of the small synthetic source's full build (tests/pipeline_graph.py: ``built``), in this order; each
-scenario leaves the release as the build wrote it."""
+scenario but the last leaves the home as the build left it."""
 
 import shutil
 
