@@ -100,9 +100,17 @@ def test_the_run_beside_stops_when_the_build_is_killed(tmp_path, linger):
     assert not alive(child) and flag.read_text() == "interrupted"
 
 
-def test_the_run_beside_stops_at_once_when_the_build_has_ended_before_it_looks(tmp_path):
+def _sigint_ignored_and_blocked() -> None:  # (in the child, before exec: both are inherited)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+@pytest.mark.parametrize("inherited", ["default", "ignored and blocked"])
+def test_the_run_beside_stops_at_once_when_the_build_has_ended_before_it_looks(tmp_path, inherited):
     """The build's pid comes with the request: a build that died while its run beside was starting is not taken
-    for the reaper that adopted it."""
+    for the reaper that adopted it. SIGINT is the orphan's own stop signal: it arrives even when the process
+    inherited it ignored (a build started from a background shell) and blocked."""
     flag, gone = tmp_path / "flag", 2 ** 22 + 12345  # above pid_max's default: no such process
-    child = subprocess.run([sys.executable, "-c", CHILD, str(gone), GRACE["end"], str(flag), "end"], timeout=60)
+    child = subprocess.run([sys.executable, "-c", CHILD, str(gone), GRACE["end"], str(flag), "end"], timeout=60,
+                           preexec_fn=_sigint_ignored_and_blocked if inherited != "default" else None)
     assert child.returncode == 0 and flag.read_text() == "interrupted"

@@ -96,7 +96,18 @@ def stop_with_parent(parent: int, grace: float = INTERRUPT_GRACE_SECONDS,
     records its end and frees its pool slot), and exit if it has not ended ``grace`` seconds later. Left alone, the
     orphan trained on for hours, or waited for ever on a pool slot, holding what the next build needs. Returns the
     watching thread. (The build's kept worker is a forkserver's child, whose parent is not the build: it watches a
-    pipe instead, ``workers._exit_with``.)"""
+    pipe instead, ``workers._exit_with``.)
+
+    The interrupt is this process's own stop signal, so it is made to arrive as Ctrl-C's does whatever the process
+    inherited: a build started from a background shell passes SIGINT on ignored, and a process started from a
+    thread that blocks it passes it on blocked (in a fresh clone's `make test`, run from a background shell, the
+    orphans of tests/test_beside.py lived on until their grace ran out)."""
+    if threading.current_thread() is threading.main_thread():
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(poll)
