@@ -481,3 +481,18 @@ def test_dagster_preview_and_beta_notices_are_not_shown_other_warnings_are(monke
         warnings.warn("`x` is currently in beta, and may have breaking changes", PreviewWarning)
         warnings.warn("a warning users can act on", UserWarning)
     assert [str(w.message) for w in seen] == ["a warning users can act on"]
+
+
+def test_the_summary_shows_a_check_evaluated_twice_by_its_last_verdict(tmp_path):
+    """A check that failed in one run of a build and passed when it ran again later in the same build (a repair
+    ran the manifest before the rounds did) is counted and shown by its last verdict, as the exit code is."""
+    from ehrxqa_pipeline.cli.build import BuildSummary, format_summary
+    from ehrxqa_pipeline.config import Settings
+
+    checks = [("release/manifest", "consistent", False, "15 upstream assets out of date", "ERROR"),
+              ("release/manifest", "portable", True, "", "ERROR"),
+              ("release/manifest", "consistent", True, "0 upstream assets out of date", "ERROR"),
+              ("release/hf", "matches_json", False, "2 records differ", "WARN")]
+    text = format_summary(BuildSummary(success=True, seconds=1.0, checks=checks), Settings.resolve(home=str(tmp_path)))
+    assert "2/3 checks passed" in text and "consistent" not in text
+    assert "  WARNING check release/hf:matches_json: 2 records differ" in text.splitlines()
