@@ -138,10 +138,11 @@ def out_of_date(defs: dg.Definitions, instance: dg.DagsterInstance,
     return stale_assets(defs.resolve_asset_graph(), instance, keys)
 
 
-def stale_assets(graph, instance: dg.DagsterInstance, keys=None) -> dict[str, str]:
-    """``out_of_date`` on an asset graph (the Definitions' or, in an automation condition, the evaluator's)."""
+def stale_assets(graph, instance: dg.DagsterInstance, keys=None, latest: _Latest | None = None) -> dict[str, str]:
+    """``out_of_date`` on an asset graph (the Definitions' or, in an automation condition, the evaluator's);
+    ``latest``: the records read already in this pass."""
     stale: dict[dg.AssetKey, str] = {}
-    latest = _Latest(instance, graph)
+    latest = latest or _Latest(instance, graph)
     for key in graph.toposorted_asset_keys:
         if key not in graph.materializable_asset_keys:
             continue
@@ -218,13 +219,14 @@ def _writers(path: Path, written: Mapping[dg.AssetKey, tuple[int, list[Path]]]) 
     return [k for k, d in depth.items() if d and d == deepest]
 
 
-def written_by(graph, instance: dg.DagsterInstance, home: Path, release_dir: Path, inputs: Path | None = None
-               ) -> dict[dg.AssetKey, tuple[int, list[Path]]]:
+def written_by(graph, instance: dg.DagsterInstance, home: Path, release_dir: Path, inputs: Path | None = None,
+               latest: _Latest | None = None) -> dict[dg.AssetKey, tuple[int, list[Path]]]:
     """Per unpartitioned asset (in dependency order), the storage id of its latest materialization and the files
     and folders under ``home`` its metadata names (``written_paths``; not under ``inputs``, the source). Paths are
     recorded absolute, in the home of the build that wrote them: the homes this one was moved or copied from (a
     copy of a build on a larger disk) are found where the manifest wrote SHA256SUMS.txt (in ``release_dir``, a
-    folder of the home) over its materializations, and their paths are read in this home."""
+    folder of the home) over its materializations, and their paths are read in this home. ``latest``: the
+    records read already in this pass."""
     from ehrxqa_pipeline.release.manifest import SUMS_NAME
 
     home, release_dir = Path(os.path.abspath(home)), Path(os.path.abspath(release_dir))
@@ -234,7 +236,7 @@ def written_by(graph, instance: dg.DagsterInstance, home: Path, release_dir: Pat
         return {Path(*p.parts[:-1 - len(inner)]) for p in paths
                 if p.name == SUMS_NAME and p.parent.parts[len(p.parts) - 1 - len(inner):] == inner}
 
-    latest = _Latest(instance, graph)
+    latest = latest or _Latest(instance, graph)
     recorded = {}
     for key in graph.toposorted_asset_keys:
         if key in graph.materializable_asset_keys and graph.get(key).partitions_def is None:
@@ -290,14 +292,14 @@ def damaged_outputs(graph, instance: dg.DagsterInstance, home: Path, release_dir
     # An asset whose own inputs changed runs anyway, and a file of it that differs may be a build's under way
     # (killed between its files and its materialization): not damage. A file or table gone is, whatever the
     # asset's state (writes are atomic: a kill leaves none missing): what reads it cannot wait for the rounds.
-    stale = stale_assets(graph, instance)
+    latest = _Latest(instance, graph)  # (one read of the asset records for the three uses below)
+    stale = stale_assets(graph, instance, latest=latest)
     runs = {dg.AssetKey.from_user_string(k) for k, why in stale.items() if not why.startswith(UPSTREAM)}
-    written = written_by(graph, instance, home, release_dir, inputs)
+    written = written_by(graph, instance, home, release_dir, inputs, latest)
     damage.manifest = next((k for k, (_, paths) in written.items() if release_dir / SUMS_NAME in paths), None)
     if damage.manifest is not None:
         damage.manifest_due = damage.manifest.to_user_string() in stale
-        metadata = instance.get_latest_materialization_event(damage.manifest).asset_materialization.metadata
-        damage.manifest_sha256 = getattr(metadata.get("manifest_sha256"), "value", None)
+        damage.manifest_sha256 = getattr(latest.event(damage.manifest).metadata.get("manifest_sha256"), "value", None)
     if tables is not None:
         from ehrxqa_pipeline.contracts import all_contracts
 

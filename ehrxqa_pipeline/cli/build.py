@@ -27,6 +27,10 @@ class BuildSummary:
     stale: dict[str, str] = field(default_factory=dict)  # asset key -> why it is still out of date
     build_id: str = ""  # the ehrxqa/build tag of every run of this build
 
+    def last_verdicts(self) -> list[tuple[str, str, bool, str, str]]:
+        """``checks``, each check once: a check evaluated again in a later run of the build by its last verdict."""
+        return list({c[:2]: c for c in self.checks}.values())
+
 
 class SelectionError(ValueError):
     """A --select that is not a valid asset selection or matches no asset to materialize."""
@@ -281,8 +285,7 @@ class _Runner:
             for ev in result.get_asset_check_evaluations():
                 summary.checks.append((ev.asset_key.to_user_string(), ev.check_name, ev.passed,
                                        ev.description or "", ev.severity.value))
-        latest = {c[:2]: c for c in summary.checks}  # a check evaluated again in a later round: its last verdict
-        summary.success = summary.success and not any(not c[2] and c[4] == "ERROR" for c in latest.values())
+        summary.success = summary.success and not any(not c[2] and c[4] == "ERROR" for c in summary.last_verdicts())
         return summary
 
     def run(self, instance, stage: list[dg.AssetKey], partition: str | None, checks: Sequence[dg.AssetCheckKey] = ()):
@@ -460,7 +463,7 @@ class _Runner:
 
         stale = out_of_date(self.defs, instance)
         repair = _repairable(self.graph, instance, stale)
-        if not repair.assets and not repair.checks:
+        if not repair:
             return stale  # nothing ran: what is out of date is still this
         missing = [k for k, why in stale.items() if "never materialized" in why]
         log(f"--changed: {len(stale)} asset(s) out of date that no change requests"
@@ -477,7 +480,7 @@ class _Runner:
             if not self.ok:
                 return None
             repair, done = _repairable(self.graph, instance, out_of_date(self.defs, instance)), repair
-            if not (repair.assets or repair.checks) or repair == done:  # (the same again: no end; the summary names it)
+            if not repair or repair == done:  # (the same again: no pass would end it; the summary names it)
                 break
         self.run_changed(instance)
         return None
@@ -537,6 +540,9 @@ class _Repair:
     checks: list[dg.AssetCheckKey]
     assets: list[dg.AssetKey]
 
+    def __bool__(self) -> bool:
+        return bool(self.checks or self.assets)
+
 
 def _repairable(graph, instance: dg.DagsterInstance, stale: dict[str, str]) -> _Repair:
     """What ``run_missing`` does in its next pass. When a parent of an out-of-date asset has a blocking check that
@@ -583,8 +589,8 @@ def format_summary(s: BuildSummary, settings: Settings) -> str:
     lines = [f"{'asset':<40} {'rows':>12} {'quarantined':>12}"]
     for key, meta in sorted(s.materialized.items()):
         lines.append(f"{key:<40} {meta.get('dagster/row_count', ''):>12} {meta.get('rejected_rows', ''):>12}")
-    latest = list({c[:2]: c for c in s.checks}.values())  # a check evaluated again later in the build: its last
-    failed = [c for c in latest if not c[2]]                 # verdict, as the build's success counts it
+    latest = s.last_verdicts()  # as the build's success counts them
+    failed = [c for c in latest if not c[2]]
     lines.append(f"\n{len(s.materialized)} assets materialized, {len(latest) - len(failed)}/{len(latest)} "
                  f"checks passed, {s.seconds:.1f}s")
     for key, name, _, text, severity in failed:

@@ -218,12 +218,25 @@ def sums_problems(release_dir: Path) -> dict[str, str]:
     listed = listed_sums(release_dir)
     if listed is None:
         return {SUMS_NAME: "changed" if (release_dir / SUMS_NAME).is_file() else "missing"}
-    present = {p.relative_to(release_dir).as_posix()
-               for p in release_files(release_dir, left_out=(SUMS_NAME,))}
-    problems = dict.fromkeys(sorted(set(listed) - present), "missing")
-    problems.update(dict.fromkeys(sorted(present - set(listed)), "unlisted"))
-    problems.update({p: "changed" for p in sorted(set(listed) & present) if sha256_file(release_dir / p) != listed[p]})
+    present = {p.relative_to(release_dir).as_posix(): p for p in release_files(release_dir, left_out=(SUMS_NAME,))}
+    return _differences(listed, present, lambda path, digest: sha256_file(path) == digest)
+
+
+def _differences(listed: Mapping[str, object], present: Mapping[str, Path], same: Callable[[Path, object], bool]
+                 ) -> dict[str, str]:
+    """Relative path -> "missing" (listed, not present), "unlisted" (present, not listed) or "changed" (both, and
+    ``same(file, listed entry)`` is false)."""
+    problems = dict.fromkeys(sorted(set(listed) - set(present)), "missing")
+    problems.update(dict.fromkeys(sorted(set(present) - set(listed)), "unlisted"))
+    problems.update({rel: "changed" for rel in sorted(set(listed) & set(present))
+                     if not same(present[rel], listed[rel])})
     return problems
+
+
+def _lines(problems: Mapping[str, str], text: Mapping[str, str]) -> list[str]:
+    """``problems`` (``_differences``) as ``text[why]`` lines: the missing, then the unlisted, then the changed."""
+    return [text[why].format(rel) for why in ("missing", "unlisted", "changed")
+            for rel, w in problems.items() if w == why]
 
 
 def not_restored(release_dir: Path, rels: list[str], manifest_sha256: str | None = None) -> list[str]:
@@ -246,26 +259,20 @@ def not_restored(release_dir: Path, rels: list[str], manifest_sha256: str | None
 
 def verify_sums(release_dir: Path) -> list[str]:
     """``sums_problems`` as lines (empty: all good)."""
-    text = {"missing": f"{SUMS_NAME}: missing: {{}}", "unlisted": f"not in {SUMS_NAME}: {{}}",
-            "changed": f"{SUMS_NAME}: changed: {{}}"}
     problems = sums_problems(release_dir)
     if problems.get(SUMS_NAME):
         return [f"{problems[SUMS_NAME]}: {SUMS_NAME}"]
-    return [text[why].format(rel) for why in ("missing", "unlisted", "changed")
-            for rel, w in problems.items() if w == why]
+    return _lines(problems, {"missing": f"{SUMS_NAME}: missing: {{}}", "unlisted": f"not in {SUMS_NAME}: {{}}",
+                             "changed": f"{SUMS_NAME}: changed: {{}}"})
 
 
 def manifest_problems(release_dir: Path, manifest: Mapping) -> dict[str, str]:
     """Relative path -> "missing", "unlisted" or "changed": the files of ``release_dir`` against ``manifest``'s
     entries (recomputed: a DuckDB database's content digest is read again)."""
     release_dir = Path(release_dir)
-    listed = {e["path"]: e for e in manifest["files"]}
     present = {p.relative_to(release_dir).as_posix(): p for p in release_files(release_dir)}
-    problems = dict.fromkeys(sorted(set(listed) - set(present)), "missing")
-    problems.update(dict.fromkeys(sorted(set(present) - set(listed)), "unlisted"))
-    problems.update({rel: "changed" for rel in sorted(set(listed) & set(present))
-                     if file_entry(release_dir, present[rel]) != listed[rel]})
-    return problems
+    return _differences({e["path"]: e for e in manifest["files"]}, present,
+                        lambda path, entry: file_entry(release_dir, path) == entry)
 
 
 def verify(release_dir: Path, manifest: Mapping | None = None) -> list[str]:
@@ -273,10 +280,8 @@ def verify(release_dir: Path, manifest: Mapping | None = None) -> list[str]:
     release_dir = Path(release_dir)
     if manifest is None:
         manifest = json.loads((release_dir / MANIFEST_NAME).read_text())
-    text = {"missing": "missing: {}", "unlisted": "not in the manifest: {}", "changed": "changed: {}"}
-    problems = manifest_problems(release_dir, manifest)
-    return [text[why].format(rel) for why in ("missing", "unlisted", "changed")
-            for rel, w in problems.items() if w == why]
+    return _lines(manifest_problems(release_dir, manifest),
+                  {"missing": "missing: {}", "unlisted": "not in the manifest: {}", "changed": "changed: {}"})
 
 
 def main(argv: list[str] | None = None) -> int:
